@@ -1,0 +1,141 @@
+//! Request bodies: the media-type check, the size limit and the read timeout
+//! shared by every route that reads a body, and the JSON extractor (C3).
+//!
+//! actix-web's own `Json` extractor answers a wrong content type with 400 and
+//! accepts `text/json`; C3 wants 415 for anything but `application/json`, a
+//! problem body for every failure and a limit set at run time, so bodies are
+//! read here instead.
+
+use std::time::Duration;
+
+use actix_web::dev::Payload;
+use actix_web::http::header;
+use actix_web::web::{Bytes, BytesMut};
+use actix_web::{FromRequest, HttpRequest};
+use futures_util::StreamExt;
+use futures_util::future::LocalBoxFuture;
+use serde::de::DeserializeOwned;
+
+use super::problem::ApiError;
+
+/// Limits on request bodies, shared by every worker as app data.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimits {
+    /// Largest JSON or form body, in bytes (`MAX_JSON_BYTES`).
+    pub max_bytes: usize,
+    /// Longest a client may take to send a whole JSON or form body. actix-web
+    /// times out a slow request *head* but has no timer for the body, so
+    /// without this a client could hold a connection open forever by
+    /// trickling bytes.
+    pub read_timeout: Duration,
+}
+
+/// Whether the request's `Content-Type` has this essence (type/subtype,
+/// parameters such as `charset` ignored, case-insensitive).
+pub(crate) fn has_media_type(request: &HttpRequest, essence: &str) -> bool {
+    request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|found| found.trim().eq_ignore_ascii_case(essence))
+}
+
+/// Reads the whole body, refusing more than `limits.max_bytes` (413) and a
+/// body that takes longer than `limits.read_timeout` (408).
+pub(crate) async fn read_limited(
+    declared_length: Option<u64>,
+    mut payload: Payload,
+    limits: BodyLimits,
+) -> Result<Bytes, ApiError> {
+    let too_large = || ApiError::PayloadTooLarge {
+        detail: format!("The body must not exceed {} bytes.", limits.max_bytes),
+    };
+    // Refuse a declared oversize body before reading any of it.
+    if declared_length.is_some_and(|length| length > limits.max_bytes as u64) {
+        return Err(too_large());
+    }
+    let read = async {
+        let mut body = BytesMut::with_capacity(declared_length.map_or(1024, |l| l as usize));
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk.map_err(|error| {
+                ApiError::bad_request(format!("The body could not be read: {error}"))
+            })?;
+            if body.len() + chunk.len() > limits.max_bytes {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
+    };
+    tokio::time::timeout(limits.read_timeout, read)
+        .await
+        .map_err(|_| ApiError::RequestTimeout)?
+}
+
+pub(crate) fn declared_length(request: &HttpRequest) -> Option<u64> {
+    request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse().ok())
+}
+
+pub(crate) fn body_limits(request: &HttpRequest) -> BodyLimits {
+    request
+        .app_data::<BodyLimits>()
+        .copied()
+        .unwrap_or(BodyLimits {
+            max_bytes: 100 * 1024,
+            read_timeout: Duration::from_secs(30),
+        })
+}
+
+/// A JSON object body deserialised into `T` (C3): 415 unless the content
+/// type is `application/json`, 413 over the limit, 400 when the body is not
+/// JSON or not an object. Unknown fields are ignored by `T`'s `Deserialize`.
+#[derive(Debug)]
+pub struct JsonObject<T>(pub T);
+
+impl<T: DeserializeOwned + 'static> FromRequest for JsonObject<T> {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
+
+    fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let is_json = has_media_type(request, "application/json");
+        let length = declared_length(request);
+        let limits = body_limits(request);
+        let payload = payload.take();
+        Box::pin(async move {
+            if !is_json {
+                return Err(ApiError::UnsupportedMediaType {
+                    expected: "application/json",
+                });
+            }
+            let bytes = read_limited(length, payload, limits).await?;
+            parse_object(&bytes).map(JsonObject)
+        })
+    }
+}
+
+/// Parses a JSON object. A derived `Deserialize` for a struct also accepts a
+/// JSON array (fields by position), so the object check comes first.
+pub(crate) fn parse_object<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let first = bytes.iter().find(|byte| !byte.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            Err(error) => Err(malformed(&error)),
+            Ok(_) => Err(ApiError::bad_request("The body must be a JSON object.")),
+        };
+    }
+    serde_json::from_slice(bytes).map_err(|error| match error.classify() {
+        serde_json::error::Category::Data => ApiError::bad_request(format!(
+            "The body does not have the expected shape: {error}"
+        )),
+        _ => malformed(&error),
+    })
+}
+
+fn malformed(error: &serde_json::Error) -> ApiError {
+    ApiError::bad_request(format!("The body is not valid JSON: {error}"))
+}

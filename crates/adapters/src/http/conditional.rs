@@ -1,0 +1,158 @@
+//! Entity tags and conditional requests (C7).
+//!
+//! A `GET` (or `HEAD`) answered 200 gets a strong `ETag`: the XXH3 hash of the
+//! exact body bytes. Hashing the representation, rather than keeping a
+//! version number per row, gives every `GET` route a tag with no change to any
+//! store, and two instances serving the same data give the same tag. XXH3
+//! rather than `std`'s hasher because its output is specified, so tags stay
+//! stable across Rust releases and across a rolling deploy.
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{self, HeaderMap, HeaderValue};
+use actix_web::http::{Method, StatusCode};
+use actix_web::middleware::Next;
+
+use super::problem::ApiError;
+
+/// The strong entity tag of a representation: `"` + 16 hex digits + `"`.
+pub(crate) fn etag_of(body: &[u8]) -> String {
+    format!("\"{:016x}\"", xxhash_rust::xxh3::xxh3_64(body))
+}
+
+/// The entity tags listed in every `name` header (comma-separated lists,
+/// possibly over several header lines); `None` when the header is absent.
+fn listed_tags<'a>(headers: &'a HeaderMap, name: &header::HeaderName) -> Option<Vec<&'a str>> {
+    let mut values = headers.get_all(name).peekable();
+    values.peek()?;
+    Some(
+        values
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .map(str::trim)
+            .filter(|tag| !tag.is_empty())
+            .collect(),
+    )
+}
+
+/// `If-None-Match` holds a tag equal to `tag` under the weak comparison
+/// (RFC 9110 §13.1.2: `W/` prefixes are ignored), or `*`.
+fn none_match_fails(headers: &HeaderMap, tag: &str) -> bool {
+    listed_tags(headers, &header::IF_NONE_MATCH).is_some_and(|tags| {
+        tags.iter()
+            .any(|listed| *listed == "*" || listed.trim_start_matches("W/") == tag)
+    })
+}
+
+/// Evaluates `If-Match` for the current representation's `tag` (RFC 9110
+/// §13.1.1, strong comparison: a weak tag never matches). `None` when the
+/// request has no `If-Match`, so there is nothing to check.
+pub(crate) fn if_match(
+    headers: &HeaderMap,
+) -> Option<impl Fn(&str) -> bool + Send + Sync + 'static> {
+    let tags: Vec<String> = listed_tags(headers, &header::IF_MATCH)?
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    Some(move |tag: &str| tags.iter().any(|listed| listed == "*" || listed == tag))
+}
+
+/// Middleware: adds `ETag` to successful `GET`/`HEAD` responses and turns
+/// them into `304 Not Modified` when `If-None-Match` names the current tag.
+pub(crate) async fn entity_tags(
+    request: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let conditional = matches!(*request.method(), Method::GET | Method::HEAD);
+    let response = next.call(request).await?.map_into_boxed_body();
+    if !conditional || response.status() != StatusCode::OK {
+        return Ok(response);
+    }
+    let (request, response) = response.into_parts();
+    let (mut response, body) = response.into_parts();
+    let bytes = match body.try_into_bytes() {
+        Ok(bytes) => bytes,
+        Err(body) => actix_web::body::to_bytes(body)
+            .await
+            .map_err(|error| ApiError::internal(error.to_string()))?,
+    };
+    let tag = etag_of(&bytes);
+    let not_modified = none_match_fails(request.headers(), &tag);
+    if let Ok(value) = HeaderValue::from_str(&tag) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    let response = if not_modified {
+        *response.status_mut() = StatusCode::NOT_MODIFIED;
+        response.headers_mut().remove(header::CONTENT_TYPE);
+        response.set_body(BoxBody::new(()))
+    } else {
+        response.set_body(BoxBody::new(bytes))
+    };
+    Ok(ServiceResponse::new(request, response))
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::http::header::{HeaderName, HeaderValue};
+
+    use super::*;
+
+    fn headers(name: HeaderName, values: &[&'static str]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for value in values {
+            map.append(name.clone(), HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn tags_are_strong_quoted_and_depend_on_every_byte_c7() {
+        let tag = etag_of(b"{\"id\":1,\"name\":\"a\"}");
+        assert_eq!(tag.len(), 18);
+        assert!(tag.starts_with('"') && tag.ends_with('"'));
+        assert_ne!(tag, etag_of(b"{\"id\":1,\"name\":\"b\"}"));
+        assert_eq!(tag, etag_of(b"{\"id\":1,\"name\":\"a\"}"));
+    }
+
+    #[test]
+    fn if_none_match_compares_weakly_and_accepts_lists_and_star_c7() {
+        let tag = "\"abc\"";
+        assert!(none_match_fails(
+            &headers(header::IF_NONE_MATCH, &["\"abc\""]),
+            tag
+        ));
+        assert!(none_match_fails(
+            &headers(header::IF_NONE_MATCH, &["W/\"abc\""]),
+            tag
+        ));
+        assert!(none_match_fails(
+            &headers(header::IF_NONE_MATCH, &["\"x\", \"abc\""]),
+            tag
+        ));
+        assert!(none_match_fails(
+            &headers(header::IF_NONE_MATCH, &["\"x\"", "\"abc\""]),
+            tag
+        ));
+        assert!(none_match_fails(
+            &headers(header::IF_NONE_MATCH, &["*"]),
+            tag
+        ));
+        assert!(!none_match_fails(
+            &headers(header::IF_NONE_MATCH, &["\"x\""]),
+            tag
+        ));
+        assert!(!none_match_fails(&HeaderMap::new(), tag));
+    }
+
+    #[test]
+    fn if_match_compares_strongly_c7() {
+        let matches = if_match(&headers(header::IF_MATCH, &["\"x\", \"abc\""])).unwrap();
+        assert!(matches("\"abc\""));
+        assert!(!matches("\"y\""));
+        let weak = if_match(&headers(header::IF_MATCH, &["W/\"abc\""])).unwrap();
+        assert!(!weak("\"abc\""));
+        let star = if_match(&headers(header::IF_MATCH, &["*"])).unwrap();
+        assert!(star("\"anything\""));
+        assert!(if_match(&HeaderMap::new()).is_none());
+    }
+}

@@ -1,0 +1,246 @@
+//! `/items` and `/items/{id}` (spec §4 "Items", C2, C3, C7, C10).
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpRequest, HttpResponse, web};
+use items_domain::{
+    GetItemError, Id, Item, ItemQuery, ItemService, Name, PageLimit, ReplaceItemError,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::body::JsonObject;
+use super::conditional::{etag_of, if_match};
+use super::fields;
+use super::problem::{ApiError, FieldError, Location};
+use super::respond;
+
+/// The body of `POST /items` and `PUT /items/{id}`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ItemBody {
+    #[serde(default, deserialize_with = "fields::present")]
+    name: Option<Value>,
+}
+
+impl ItemBody {
+    fn into_name(self) -> Result<Name, ApiError> {
+        fields::all_valid(fields::name(self.name).map_err(|error| vec![error]))
+    }
+}
+
+/// An item as the client sees it.
+#[derive(Debug, Serialize)]
+struct ItemDto<'a> {
+    id: i64,
+    name: &'a str,
+}
+
+impl<'a> From<&'a Item> for ItemDto<'a> {
+    fn from(item: &'a Item) -> Self {
+        Self {
+            id: item.id.get(),
+            name: item.name.as_str(),
+        }
+    }
+}
+
+/// The exact bytes of an item's representation. `GET /items/{id}` sends
+/// them, and `If-Match` on `PUT` is checked against their tag, so both must
+/// come from this one function.
+fn item_json(item: &Item) -> Result<Vec<u8>, ApiError> {
+    serde_json::to_vec(&ItemDto::from(item)).map_err(ApiError::internal)
+}
+
+/// The `{id}` of the path (C2): anything that is not a base-10 i64 names no item.
+fn path_id(request: &HttpRequest) -> Option<Id> {
+    request.match_info().get("id").and_then(Id::parse)
+}
+
+fn location(id: Id) -> String {
+    format!("/items/{id}")
+}
+
+impl From<GetItemError> for ApiError {
+    fn from(error: GetItemError) -> Self {
+        match error {
+            GetItemError::NotFound(_) => Self::ItemNotFound,
+            GetItemError::Unavailable(cause) => Self::Unavailable(cause),
+        }
+    }
+}
+
+impl From<ReplaceItemError> for ApiError {
+    fn from(error: ReplaceItemError) -> Self {
+        match error {
+            ReplaceItemError::NotFound(_) => Self::ItemNotFound,
+            ReplaceItemError::PreconditionFailed(_) => Self::PreconditionFailed,
+            ReplaceItemError::Unavailable(cause) => Self::Unavailable(cause),
+        }
+    }
+}
+
+/// The query of `GET /items` (C10). Every value is checked and every refusal
+/// reported, so a client fixes all of them in one round trip.
+#[derive(Debug, Default)]
+struct ListParams {
+    query: ItemQuery,
+}
+
+impl ListParams {
+    fn parse(query_string: &str) -> Result<Self, ApiError> {
+        let pairs: Vec<(String, String)> =
+            serde_urlencoded::from_str(query_string).map_err(|error| {
+                ApiError::bad_request(format!("The query string is malformed: {error}"))
+            })?;
+        let mut query = ItemQuery::default();
+        let mut errors = Vec::new();
+        let mut seen: [bool; 3] = [false; 3];
+        for (key, value) in pairs {
+            let (slot, path, parsed) = match key.as_str() {
+                "limit" => (
+                    0,
+                    "limit",
+                    parse_limit(&value).map(|limit| query.limit = Some(limit)),
+                ),
+                "after" => (
+                    1,
+                    "after",
+                    Id::parse(&value)
+                        .map(|id| query.after = Some(id))
+                        .ok_or("after must be an item id (a base-10 integer)"),
+                ),
+                "name" => (
+                    2,
+                    "name",
+                    Name::parse(&value)
+                        .map(|name| query.name = Some(name))
+                        .map_err(|_| "name must be 1 to 256 characters"),
+                ),
+                _ => continue, // unknown parameters are ignored, like unknown body fields
+            };
+            let refusal = if std::mem::replace(&mut seen[slot], true) {
+                Some("must be given at most once")
+            } else {
+                parsed.err()
+            };
+            if let Some(msg) = refusal {
+                errors.push(FieldError::new(
+                    Location::Query,
+                    path,
+                    Some(Value::String(value)),
+                    msg,
+                ));
+            }
+        }
+        if errors.is_empty() {
+            Ok(Self { query })
+        } else {
+            Err(ApiError::invalid(
+                "The query has invalid parameters.",
+                errors,
+            ))
+        }
+    }
+
+    /// The `next` link of C10: same limit and name filter, after the last id.
+    fn next_link(&self, last: Id) -> Option<String> {
+        let limit = self.query.limit?;
+        let mut link = format!("</items?limit={}&after={last}", limit.get());
+        if let Some(name) = &self.query.name {
+            link.push('&');
+            link.push_str(&serde_urlencoded::to_string([("name", name.as_str())]).ok()?);
+        }
+        link.push_str(">; rel=\"next\"");
+        Some(link)
+    }
+}
+
+fn parse_limit(raw: &str) -> Result<PageLimit, &'static str> {
+    const RULE: &str = "limit must be an integer from 1 to 1000";
+    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(RULE);
+    }
+    raw.parse()
+        .ok()
+        .and_then(|value| PageLimit::new(value).ok())
+        .ok_or(RULE)
+}
+
+/// `GET /items`: every item in id order, or one page of them (C10). Always
+/// carries `X-Total-Count`; carries `Link: <…>; rel="next"` when more follow.
+pub(crate) async fn list(
+    service: web::Data<ItemService>,
+    request: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let params = ListParams::parse(request.query_string())?;
+    let page = service.list(&params.query).await?;
+    let dtos: Vec<ItemDto<'_>> = page.items.iter().map(ItemDto::from).collect();
+    let mut response = respond::json(StatusCode::OK, &dtos)?;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::HeaderName::from_static("x-total-count"),
+        HeaderValue::from(page.total),
+    );
+    let next = page
+        .items
+        .last()
+        .filter(|_| page.has_more)
+        .and_then(|last| params.next_link(last.id));
+    if let Some(value) = next.and_then(|link| HeaderValue::try_from(link).ok()) {
+        headers.insert(header::LINK, value);
+    }
+    Ok(response)
+}
+
+/// `GET /items/{id}`: the item, or 404 `Item not found` (spec §7, C2).
+pub(crate) async fn get(
+    service: web::Data<ItemService>,
+    request: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let id = path_id(&request).ok_or(ApiError::ItemNotFound)?;
+    let item = service.get(id).await?;
+    Ok(respond::json_bytes(StatusCode::OK, item_json(&item)?))
+}
+
+/// `POST /items`: 201 with the item and its `Location` (spec §4, C2, C3, C7).
+pub(crate) async fn create(
+    service: web::Data<ItemService>,
+    JsonObject(body): JsonObject<ItemBody>,
+) -> Result<HttpResponse, ApiError> {
+    let item = service.create(body.into_name()?).await?;
+    respond::created(location(item.id), &ItemDto::from(&item))
+}
+
+/// `PUT /items/{id}`: replaces the name; the body is checked before the id
+/// (C3), and `If-Match` is honoured against the tag of `GET /items/{id}` (C7).
+pub(crate) async fn replace(
+    service: web::Data<ItemService>,
+    request: HttpRequest,
+    JsonObject(body): JsonObject<ItemBody>,
+) -> Result<HttpResponse, ApiError> {
+    let name = body.into_name()?;
+    let id = path_id(&request).ok_or(ApiError::ItemNotFound)?;
+    let tag_matches = if_match(request.headers());
+    let precondition = tag_matches.map(|matches| {
+        move |current: &Item| item_json(current).is_ok_and(|json| matches(&etag_of(&json)))
+    });
+    let item = service
+        .replace(
+            Item { id, name },
+            precondition.as_ref().map(|holds| holds as _),
+        )
+        .await?;
+    Ok(respond::json_bytes(StatusCode::OK, item_json(&item)?))
+}
+
+/// `DELETE /items/{id}`: 204 whether or not the item existed, and for ids
+/// that name no item at all (spec §4 rule 2, C2).
+pub(crate) async fn delete(
+    service: web::Data<ItemService>,
+    request: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    if let Some(id) = path_id(&request) {
+        service.delete(id).await?;
+    }
+    Ok(HttpResponse::NoContent().finish())
+}

@@ -1,0 +1,40 @@
+//! The driving adapter: the service over HTTP with actix-web.
+//!
+//! Handlers translate HTTP to use-case calls and back: they parse and
+//! validate what the client sent into domain values (DTO → domain at the
+//! edge), call a use case, and render its result or error. Business rules
+//! stay in the domain; the only place that renders error bodies is
+//! [`problem`].
+
+mod auxiliary;
+mod body;
+mod conditional;
+mod fields;
+mod items;
+pub mod problem;
+mod products;
+mod respond;
+mod routes;
+mod server;
+mod users;
+
+use items_domain::{ItemService, ProductService, UserService};
+
+pub use body::BodyLimits;
+pub use server::HttpServer;
+
+/// The use cases the HTTP adapter drives.
+#[derive(Debug, Clone)]
+pub struct Services {
+    pub items: ItemService,
+    pub products: ProductService,
+    pub users: UserService,
+}
+
+/// How the HTTP adapter behaves, from the service's configuration (C1).
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    pub body_limits: BodyLimits,
+    /// Worker threads, each with its own event loop.
+    pub workers: usize,
+}

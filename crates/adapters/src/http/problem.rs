@@ -1,0 +1,262 @@
+//! The one HTTP error type and the one place that renders error bodies.
+//!
+//! Every failure the spec does not define is an RFC 9457 problem document
+//! (`application/problem+json`, C6). The spec's own error bodies keep their
+//! shape: `Item not found` stays plain text ([`ApiError::ItemNotFound`]).
+//! Internal causes are logged here and never sent.
+
+use std::fmt;
+
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::{HttpResponse, HttpResponseBuilder, ResponseError};
+use items_domain::RepositoryError;
+use serde::Serialize;
+use serde_json::Value;
+
+pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
+pub(crate) const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
+
+/// Where a refused value came from, as in express-validator's `location`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Location {
+    Body,
+    Query,
+    Params,
+}
+
+/// One refused value, shaped like the entries of `GET /hello` (C4, C6).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldError {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    /// The value as received; left out when the value was missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<Value>,
+    msg: String,
+    path: &'static str,
+    location: Location,
+}
+
+impl FieldError {
+    pub fn new(
+        location: Location,
+        path: &'static str,
+        value: Option<Value>,
+        msg: impl Into<String>,
+    ) -> Self {
+        Self {
+            kind: "field",
+            value,
+            msg: msg.into(),
+            path,
+            location,
+        }
+    }
+}
+
+/// Every error the HTTP adapter answers with. Each variant says its status.
+#[derive(Debug)]
+pub enum ApiError {
+    /// 400: the request broke a rule; `errors` name the refused values.
+    BadRequest {
+        detail: String,
+        errors: Vec<FieldError>,
+    },
+    /// 404 with the spec's plain-text body `Item not found` (spec §7).
+    ItemNotFound,
+    /// 404 problem: no route has this path (C7).
+    RouteNotFound,
+    /// 405 problem with `Allow` (C7).
+    MethodNotAllowed { allow: String },
+    /// 408 problem: the client sent its body too slowly.
+    RequestTimeout,
+    /// 412 problem: `If-Match` did not match the current item (C7).
+    PreconditionFailed,
+    /// 413 problem: the body or a file is larger than allowed (C3, C5).
+    PayloadTooLarge { detail: String },
+    /// 415 problem: the body is not of the media type the route reads (C3, C5).
+    UnsupportedMediaType { expected: &'static str },
+    /// 429 problem with `Retry-After` (C9); the rate limiter adds its headers.
+    TooManyRequests { retry_after_secs: u64 },
+    /// 503 problem with `Retry-After`: a store is unreachable; the cause is logged.
+    Unavailable(RepositoryError),
+    /// 500 problem: a bug or an I/O failure; the cause is logged, never sent.
+    Internal(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl ApiError {
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        Self::BadRequest {
+            detail: detail.into(),
+            errors: Vec::new(),
+        }
+    }
+
+    pub fn invalid(detail: impl Into<String>, errors: Vec<FieldError>) -> Self {
+        Self::BadRequest {
+            detail: detail.into(),
+            errors,
+        }
+    }
+
+    pub fn internal(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self::Internal(cause.into())
+    }
+
+    /// How long a client should wait before retrying a 503.
+    const RETRY_UNAVAILABLE_SECS: u64 = 5;
+
+    fn detail(&self) -> String {
+        match self {
+            Self::BadRequest { detail, .. } | Self::PayloadTooLarge { detail } => detail.clone(),
+            Self::ItemNotFound => "Item not found".to_owned(),
+            Self::RouteNotFound => "No route has this path.".to_owned(),
+            Self::MethodNotAllowed { allow } => format!("This route allows only: {allow}."),
+            Self::RequestTimeout => "The request body arrived too slowly.".to_owned(),
+            Self::PreconditionFailed => {
+                "If-Match does not match the current representation; nothing was changed."
+                    .to_owned()
+            }
+            Self::UnsupportedMediaType { expected } => format!("The body must be {expected}."),
+            Self::TooManyRequests { retry_after_secs } => {
+                format!("Too many requests; retry in {retry_after_secs} s.")
+            }
+            Self::Unavailable(_) => {
+                "The service is temporarily unavailable; retry later.".to_owned()
+            }
+            Self::Internal(_) => "The server failed to answer this request.".to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.status_code().as_u16(), self.detail())
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl From<RepositoryError> for ApiError {
+    fn from(error: RepositoryError) -> Self {
+        Self::Unavailable(error)
+    }
+}
+
+#[derive(Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    title: &'static str,
+    status: u16,
+    detail: String,
+    #[serde(skip_serializing_if = "<[FieldError]>::is_empty")]
+    errors: &'a [FieldError],
+}
+
+/// Renders a problem document (C6) for `status`; the only function that
+/// writes `application/problem+json` bodies.
+pub(crate) fn problem_response(
+    status: StatusCode,
+    detail: String,
+    errors: &[FieldError],
+) -> HttpResponseBuilderWithBody {
+    let problem = Problem {
+        kind: "about:blank",
+        title: status.canonical_reason().unwrap_or("Error"),
+        status: status.as_u16(),
+        detail,
+        errors,
+    };
+    // Serialising these plain structs cannot fail; fall back to an empty
+    // object rather than panic if it ever did.
+    let body = serde_json::to_vec(&problem).unwrap_or_else(|_| b"{}".to_vec());
+    let mut builder = HttpResponse::build(status);
+    builder.insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)));
+    HttpResponseBuilderWithBody { builder, body }
+}
+
+/// A problem response whose headers may still be extended before it is sent.
+pub(crate) struct HttpResponseBuilderWithBody {
+    builder: HttpResponseBuilder,
+    body: Vec<u8>,
+}
+
+impl HttpResponseBuilderWithBody {
+    pub(crate) fn header(mut self, name: header::HeaderName, value: impl Into<String>) -> Self {
+        if let Ok(value) = HeaderValue::try_from(value.into()) {
+            self.builder.insert_header((name, value));
+        }
+        self
+    }
+
+    pub(crate) fn finish(mut self) -> HttpResponse {
+        self.builder.body(self.body)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::ItemNotFound | Self::RouteNotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
+            Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let status = self.status_code();
+        match self {
+            Self::ItemNotFound => {
+                return HttpResponse::NotFound()
+                    .content_type(TEXT_PLAIN)
+                    .body("Item not found");
+            }
+            Self::Unavailable(cause) => {
+                tracing::warn!(error = %error_chain(cause), "store unavailable")
+            }
+            Self::Internal(cause) => {
+                tracing::error!(error = %error_chain(cause.as_ref()), "internal error")
+            }
+            _ => {}
+        }
+        let errors = match self {
+            Self::BadRequest { errors, .. } => errors.as_slice(),
+            _ => &[],
+        };
+        let response = problem_response(status, self.detail(), errors);
+        match self {
+            Self::MethodNotAllowed { allow } => response.header(header::ALLOW, allow.clone()),
+            Self::TooManyRequests { retry_after_secs } => {
+                response.header(header::RETRY_AFTER, retry_after_secs.to_string())
+            }
+            Self::Unavailable(_) => response.header(
+                header::RETRY_AFTER,
+                Self::RETRY_UNAVAILABLE_SECS.to_string(),
+            ),
+            _ => response,
+        }
+        .finish()
+    }
+}
+
+/// `error: cause: cause`, for one log line.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

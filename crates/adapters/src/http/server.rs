@@ -1,0 +1,132 @@
+//! Building and running the HTTP server: the middleware stack, the timeouts
+//! and graceful shutdown.
+
+use std::future::Future;
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{ServerHandle, ServiceRequest, ServiceResponse};
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::middleware::{Next, from_fn};
+use actix_web::{App, web};
+
+use super::body::BodyLimits;
+use super::conditional::entity_tags;
+use super::routes;
+use super::{HttpSettings, Services};
+
+/// How long a client may take to send its request head, and how long an
+/// idle keep-alive connection is kept. Both are actix-web's defaults, set
+/// here on purpose: together with [`BodyLimits::read_timeout`] they bound how
+/// long a slow or silent client can hold a connection.
+const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+const KEEP_ALIVE: Duration = Duration::from_secs(5);
+/// C1: requests in flight get up to 30 s to finish after SIGINT/SIGTERM.
+const SHUTDOWN_GRACE_SECS: u64 = 30;
+
+/// A bound, not yet running, HTTP server.
+pub struct HttpServer {
+    server: actix_web::dev::Server,
+    port: u16,
+}
+
+impl std::fmt::Debug for HttpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpServer")
+            .field("port", &self.port)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpServer {
+    /// Serves `services` on `listener`. When `shutdown` completes the server
+    /// stops accepting and lets requests in flight finish (graceful for both
+    /// SIGINT and SIGTERM: actix-web would treat SIGINT as a forced stop).
+    pub fn bind(
+        listener: TcpListener,
+        settings: HttpSettings,
+        services: Services,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<Self> {
+        let port = listener.local_addr()?.port();
+        let items = web::Data::new(services.items);
+        let products = web::Data::new(services.products);
+        let users = web::Data::new(services.users);
+        let body_limits = settings.body_limits;
+        let server = actix_web::HttpServer::new(move || {
+            App::new()
+                .app_data(items.clone())
+                .app_data(products.clone())
+                .app_data(users.clone())
+                .app_data(body_limits)
+                .configure(routes::configure)
+                .default_service(web::to(routes::not_found))
+                .wrap(from_fn(entity_tags))
+                .wrap(from_fn(edge))
+        })
+        .workers(settings.workers)
+        .client_request_timeout(REQUEST_HEAD_TIMEOUT)
+        .keep_alive(KEEP_ALIVE)
+        .shutdown_timeout(SHUTDOWN_GRACE_SECS)
+        .shutdown_signal(shutdown)
+        .listen(listener)?
+        .run();
+        Ok(Self { server, port })
+    }
+
+    /// The port actually bound (the one the OS chose when asked for port 0).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A handle that can stop the server from elsewhere (tests).
+    pub fn handle(&self) -> ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until shutdown completes.
+    pub async fn run(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            body_limits: BodyLimits {
+                max_bytes: 102_400,
+                read_timeout: Duration::from_secs(30),
+            },
+            workers: std::thread::available_parallelism().map_or(1, usize::from),
+        }
+    }
+}
+
+/// The outermost middleware: marks every response `nosniff` (C4) and writes
+/// the one log line of each request (method, path, status, latency).
+async fn edge(
+    request: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.path().to_owned();
+    // No clone of the request may be held across `next.call`: routing needs
+    // the only reference to write the path's match info. Inner layers answer
+    // with `Ok` responses (errors are rendered by `ApiError`), so `?` here
+    // only passes on what actix-web itself would render.
+    let mut response = next.call(request).await?.map_into_boxed_body();
+    response.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    tracing::info!(
+        target: "items_service::request",
+        %method,
+        %path,
+        status = response.status().as_u16(),
+        latency_us = started.elapsed().as_micros() as u64,
+    );
+    Ok(response)
+}

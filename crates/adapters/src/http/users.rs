@@ -1,0 +1,32 @@
+//! `GET /users` (spec §4, C4).
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use items_domain::{User, UserService};
+use serde::Serialize;
+
+use super::problem::ApiError;
+use super::respond;
+
+#[derive(Debug, Serialize)]
+struct UserDto<'a> {
+    id: i64,
+    name: &'a str,
+}
+
+impl<'a> From<&'a User> for UserDto<'a> {
+    fn from(user: &'a User) -> Self {
+        Self {
+            id: user.id.get(),
+            name: &user.name,
+        }
+    }
+}
+
+pub(crate) async fn list(service: web::Data<UserService>) -> Result<HttpResponse, ApiError> {
+    let users = service.list().await?;
+    respond::json(
+        StatusCode::OK,
+        &users.iter().map(UserDto::from).collect::<Vec<_>>(),
+    )
+}

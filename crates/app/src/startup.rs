@@ -1,0 +1,83 @@
+//! Building the application from its configuration: the adapters are chosen
+//! and wired into the HTTP adapter here, and nowhere else.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::Duration;
+
+use items_adapters::http::{BodyLimits, HttpServer, HttpSettings, Services};
+use items_adapters::memory::{
+    InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
+};
+use items_domain::{ItemService, ProductService, UserService};
+
+use crate::config::Config;
+
+/// Why the application could not start, with the exit status it implies.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A setting that parsed but cannot be used (exit 2, C1).
+    #[error("{0}")]
+    Setting(String),
+    /// The address could not be bound, e.g. the port is in use (exit 1, C1).
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+impl StartError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Setting(_) => 2,
+            Self::Bind { .. } => 1,
+        }
+    }
+}
+
+/// A bound application: the port is known before it runs (tests bind port 0).
+#[derive(Debug)]
+pub struct Application {
+    server: HttpServer,
+}
+
+impl Application {
+    pub async fn build(
+        config: &Config,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<Self, StartError> {
+        let address = SocketAddr::new(config.host, config.port);
+        let listener =
+            TcpListener::bind(address).map_err(|source| StartError::Bind { address, source })?;
+        let settings = HttpSettings {
+            body_limits: BodyLimits {
+                max_bytes: usize::try_from(config.max_json_bytes).map_err(|_| {
+                    StartError::Setting("items-service: invalid MAX_JSON_BYTES".into())
+                })?,
+                read_timeout: Duration::from_secs(30),
+            },
+            ..HttpSettings::default()
+        };
+        let services = in_memory_services();
+        let server = HttpServer::bind(listener, settings, services, shutdown)
+            .map_err(|source| StartError::Bind { address, source })?;
+        Ok(Self { server })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.server.port()
+    }
+
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.run().await
+    }
+}
+
+fn in_memory_services() -> Services {
+    Services {
+        items: ItemService::new(Arc::new(InMemoryItemRepository::new())),
+        products: ProductService::new(Arc::new(InMemoryProductRepository::new())),
+        users: UserService::new(Arc::new(InMemoryUserRepository::seeded())),
+    }
+}

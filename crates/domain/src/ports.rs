@@ -1,0 +1,129 @@
+//! Ports: what the domain needs from storage, as contracts.
+//!
+//! All traits are `Send + Sync` because one repository is shared by every
+//! worker thread of the HTTP server, and their futures are `Send` (the
+//! `async_trait` default) so a handler can be moved between threads. They are
+//! object safe: the use cases hold `Arc<dyn …>`, which keeps the use cases free
+//! of generic parameters and lets the binary pick an adapter at run time.
+//!
+//! Errors are [`RepositoryError`]: the only failure a caller can act on is
+//! "the store is unreachable right now" (an HTTP adapter answers 503). Absence
+//! is not an error of the port: it is part of the answer (`Option`, `bool`,
+//! [`Replaced`]), because what absence means is for the use case to decide.
+
+use async_trait::async_trait;
+
+use crate::entities::{Item, ItemPage, ItemQuery, Product, User};
+use crate::values::{Id, Name, Price};
+
+/// The store could not answer. Implementations keep the cause for logs; it is
+/// never shown to a client.
+#[derive(Debug, thiserror::Error)]
+pub enum RepositoryError {
+    /// The backing store is unreachable or timed out; retrying later may work.
+    #[error("the repository is unavailable: {0}")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl RepositoryError {
+    pub fn unavailable(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self::Unavailable(cause.into())
+    }
+}
+
+/// What [`ItemRepository::replace`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replaced {
+    /// The item now has the new name.
+    Yes,
+    /// No item has that id; nothing was written.
+    NotFound,
+    /// The item's current name was not the expected one; nothing was written.
+    Changed,
+}
+
+/// Storage of items.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait ItemRepository: Send + Sync {
+    /// The items matching `query`, ordered by id ascending (C10).
+    ///
+    /// Implementations MUST return only items with id > `query.after`, at most
+    /// `query.limit` of them, only those named exactly `query.name`; `total`
+    /// MUST count every item matching `query.name` (ignoring `after` and
+    /// `limit`), and `has_more` MUST be true exactly when a matching item
+    /// follows the last one returned.
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be read.
+    async fn list(&self, query: &ItemQuery) -> Result<ItemPage, RepositoryError>;
+
+    /// The item with this id, or `None`.
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be read.
+    async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError>;
+
+    /// Stores a new item and returns it with its id (C2): ids come from a
+    /// counter that starts at 1 and never goes back, so an id is never handed
+    /// out twice, not even after a delete; concurrent creates MUST get
+    /// distinct ids and none may be lost.
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be
+    /// written; the item MUST then not be stored.
+    async fn create(&self, name: Name) -> Result<Item, RepositoryError>;
+
+    /// Gives `item.id` the name `item.name`, atomically.
+    ///
+    /// When `expected` is `Some`, the write happens only if the current name
+    /// equals it (compare-and-swap); otherwise it MUST return
+    /// [`Replaced::Changed`] and change nothing. An unknown id MUST give
+    /// [`Replaced::NotFound`] and create nothing.
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be
+    /// written; the item MUST then be unchanged.
+    async fn replace(
+        &self,
+        item: &Item,
+        expected: Option<Name>,
+    ) -> Result<Replaced, RepositoryError>;
+
+    /// Removes the item; returns whether it existed. Deleting an unknown id is
+    /// not an error.
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be written.
+    async fn delete(&self, id: Id) -> Result<bool, RepositoryError>;
+}
+
+/// Storage of products.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait ProductRepository: Send + Sync {
+    /// Every product, ordered by id ascending.
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be read.
+    async fn list(&self) -> Result<Vec<Product>, RepositoryError>;
+
+    /// Stores a new product with an id from a counter that never goes back
+    /// (C2, as for items).
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be
+    /// written; the product MUST then not be stored.
+    async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError>;
+}
+
+/// Read-only storage of users.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait UserRepository: Send + Sync {
+    /// Every user, ordered by id ascending.
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be read.
+    async fn list(&self) -> Result<Vec<User>, RepositoryError>;
+}

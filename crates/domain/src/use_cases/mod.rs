@@ -1,0 +1,15 @@
+//! Use cases: one service per resource, holding the ports it needs.
+//!
+//! Each operation that can fail in more than one way has its own error enum,
+//! so a caller matches exactly the failures that operation can produce.
+
+mod items;
+mod products;
+mod users;
+
+pub use items::{GetItemError, ItemService, ReplaceItemError};
+pub use products::ProductService;
+pub use users::UserService;
+
+/// Creating something failed: only the store can fail a create.
+pub type CreateError = crate::ports::RepositoryError;

@@ -1,0 +1,96 @@
+use std::sync::Arc;
+
+use crate::entities::Product;
+use crate::ports::{ProductRepository, RepositoryError};
+use crate::values::{Name, Price};
+
+/// The use cases of the `products` collection: list and create.
+#[derive(Clone)]
+pub struct ProductService {
+    repository: Arc<dyn ProductRepository>,
+}
+
+impl std::fmt::Debug for ProductService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProductService").finish_non_exhaustive()
+    }
+}
+
+impl ProductService {
+    pub fn new(repository: Arc<dyn ProductRepository>) -> Self {
+        Self { repository }
+    }
+
+    pub async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
+        self.repository.list().await
+    }
+
+    /// Creates a product; its id comes from the repository's counter (C2).
+    pub async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
+        self.repository.create(name, price).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ports::MockProductRepository;
+    use crate::values::Id;
+
+    fn product(id: i64) -> Product {
+        Product {
+            id: Id::new(id),
+            name: Name::parse("pen").expect("valid"),
+            price: Price::new(1.5).expect("valid"),
+        }
+    }
+
+    #[tokio::test]
+    async fn list_returns_the_stored_products() {
+        let mut repository = MockProductRepository::new();
+        repository
+            .expect_list()
+            .return_once(|| Ok(vec![product(1), product(2)]));
+
+        let products = ProductService::new(Arc::new(repository))
+            .list()
+            .await
+            .unwrap();
+        assert_eq!(products, vec![product(1), product(2)]);
+    }
+
+    #[tokio::test]
+    async fn create_passes_name_and_price_and_returns_the_repository_id_c2() {
+        let mut repository = MockProductRepository::new();
+        repository
+            .expect_create()
+            .withf(|name, price| name.as_str() == "pen" && price.get() == 1.5)
+            .times(1)
+            .return_once(|name, price| {
+                Ok(Product {
+                    id: Id::new(7),
+                    name,
+                    price,
+                })
+            });
+
+        let created = ProductService::new(Arc::new(repository))
+            .create(Name::parse("pen").unwrap(), Price::new(1.5).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(created, product(7));
+    }
+
+    #[tokio::test]
+    async fn create_reports_an_unavailable_store() {
+        let mut repository = MockProductRepository::new();
+        repository
+            .expect_create()
+            .return_once(|_, _| Err(RepositoryError::unavailable("down")));
+
+        let result = ProductService::new(Arc::new(repository))
+            .create(Name::parse("pen").unwrap(), Price::new(1.0).unwrap())
+            .await;
+        assert!(matches!(result, Err(RepositoryError::Unavailable(_))));
+    }
+}
