@@ -33,7 +33,7 @@ pub struct FieldError {
     kind: &'static str,
     /// The value as received; left out when the value was missing.
     #[serde(skip_serializing_if = "Option::is_none")]
-    value: Option<Value>,
+    value: Option<Box<Value>>,
     msg: String,
     path: &'static str,
     location: Location,
@@ -48,7 +48,7 @@ impl FieldError {
     ) -> Self {
         Self {
             kind: "field",
-            value,
+            value: value.map(Box::new),
             msg: msg.into(),
             path,
             location,

@@ -1,0 +1,9 @@
+//! One integration-test binary for the HTTP adapter: every test starts a real
+//! server on port 0 and talks HTTP to it. `unwrap` is fine here: a panic is
+//! a failed test.
+
+#![allow(clippy::unwrap_used)]
+
+mod helpers;
+
+mod items;
