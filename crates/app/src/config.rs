@@ -132,7 +132,7 @@ fn one_line(error: &clap::Error) -> String {
                 .map(|line| line.trim_start_matches("error: ").to_owned())
         })
         .unwrap_or_default();
-    match context(ContextKind::InvalidArg) {
+    match context(ContextKind::InvalidArg).filter(|flag| flag.starts_with("--")) {
         Some(flag) => {
             let flag = flag
                 .split_whitespace()
@@ -195,11 +195,11 @@ mod tests {
             (&["--port", "70000"][..], "PORT"),
             (&["--host", "not a host"][..], "HOST"),
             (&["--database-url", "mysql://x"][..], "DATABASE_URL"),
-            (&["--rate-limit-max", "-1"][..], "RATE_LIMIT_MAX"),
+            (&["--rate-limit-max=-1"][..], "RATE_LIMIT_MAX"),
             (&["--rate-limit-max", "4294967296"][..], "RATE_LIMIT_MAX"),
             (&["--rate-limit-window-ms", "0"][..], "RATE_LIMIT_WINDOW_MS"),
             (&["--trust-proxy", "maybe"][..], "TRUST_PROXY"),
-            (&["--max-file-bytes", "0"][..], "MAX_FILE_BYTES"),
+            (&["--max-file-bytes=0"][..], "MAX_FILE_BYTES"),
             (&["--max-json-bytes", "x"][..], "MAX_JSON_BYTES"),
             (&["--log-format", "xml"][..], "LOG_FORMAT"),
         ] {

@@ -24,7 +24,20 @@ pub(crate) struct ProductBody {
 struct ProductDto<'a> {
     id: i64,
     name: &'a str,
+    #[serde(serialize_with = "number")]
     price: f64,
+}
+
+/// Writes a whole price as an integer (`5`, not `5.0`), as a JavaScript
+/// server would, so a client that sent `5` gets `5` back; other prices keep
+/// serde's shortest round-trip form. Below 2^53 every integer is exact in an f64.
+fn number<S: serde::Serializer>(value: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    if value.fract() == 0.0 && value.abs() < EXACT {
+        serializer.serialize_i64(*value as i64)
+    } else {
+        serializer.serialize_f64(*value)
+    }
 }
 
 impl<'a> From<&'a Product> for ProductDto<'a> {

@@ -6,4 +6,8 @@
 
 mod helpers;
 
+mod bodies;
+mod http_semantics;
 mod items;
+mod listing;
+mod products_and_users;

@@ -1,0 +1,139 @@
+//! Starting the built binary on a free port and stopping it.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The binary under test, built by cargo for this test run.
+pub fn binary() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_items-service"));
+    // A clean environment for the settings of C1, so the caller's own PORT or
+    // DATABASE_URL cannot leak into a test.
+    for variable in [
+        "PORT",
+        "HOST",
+        "DATABASE_URL",
+        "UPLOADS_DIR",
+        "RATE_LIMIT_MAX",
+        "RATE_LIMIT_WINDOW_MS",
+        "TRUST_PROXY",
+        "MAX_FILE_BYTES",
+        "MAX_JSON_BYTES",
+        "LOG_FORMAT",
+        "RUST_LOG",
+    ] {
+        command.env_remove(variable);
+    }
+    command
+}
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running service process; killed on drop if the test did not stop it.
+pub struct Service {
+    pub child: Child,
+    pub base: String,
+    pub uploads: tempfile::TempDir,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Service {
+    /// Starts the binary on a free loopback port with these extra settings
+    /// and waits until it answers.
+    pub async fn start(settings: &[(&str, &str)]) -> Self {
+        let uploads = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut command = binary();
+        command
+            .env("HOST", "127.0.0.1")
+            .env("PORT", port.to_string())
+            .env("UPLOADS_DIR", uploads.path())
+            .env("RUST_LOG", "warn")
+            .envs(settings.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let child = command.spawn().unwrap();
+        let service = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            uploads,
+        };
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while client
+            .get(format!("{}/", service.base))
+            .send()
+            .await
+            .is_err()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the service did not start answering"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        service
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// Sends SIGTERM (by `kill`, so the tests need no unsafe code).
+    pub fn terminate(&self) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    pub async fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the service did not exit in {limit:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn stderr(&mut self) -> String {
+        let mut text = String::new();
+        if let Some(mut stderr) = self.child.stderr.take() {
+            stderr.read_to_string(&mut text).unwrap();
+        }
+        text
+    }
+}
+
+/// Runs the binary to completion with these settings; returns its status and stderr.
+pub fn run_to_exit(settings: &[(&str, &str)], args: &[&str]) -> (ExitStatus, String, String) {
+    let output = binary()
+        .envs(settings.iter().copied())
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}

@@ -1,0 +1,9 @@
+//! End-to-end tests of the `items-service` binary as a process: its exit
+//! statuses and messages (C1), and the whole item lifecycle over real HTTP.
+
+#![allow(clippy::unwrap_used)]
+
+mod helpers;
+
+mod lifecycle;
+mod startup;
