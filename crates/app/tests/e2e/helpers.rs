@@ -1,6 +1,5 @@
 //! Starting the built binary on a free port and stopping it.
 
-use std::io::Read;
 use std::net::TcpListener;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -41,7 +40,8 @@ pub fn free_port() -> u16 {
 pub struct Service {
     pub child: Child,
     pub base: String,
-    pub uploads: tempfile::TempDir,
+    /// Kept so the directory lives as long as the process that writes to it.
+    _uploads: tempfile::TempDir,
 }
 
 impl Drop for Service {
@@ -113,14 +113,6 @@ impl Service {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-    }
-
-    pub fn stderr(&mut self) -> String {
-        let mut text = String::new();
-        if let Some(mut stderr) = self.child.stderr.take() {
-            stderr.read_to_string(&mut text).unwrap();
-        }
-        text
     }
 }
 
