@@ -70,7 +70,7 @@ impl Service {
         let service = Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
-            uploads,
+            _uploads: uploads,
         };
         let client = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(20);
