@@ -2,10 +2,11 @@
 //! and wired into the HTTP adapter here, and nowhere else.
 
 use std::net::{SocketAddr, TcpListener};
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use items_adapters::http::{BodyLimits, HttpServer, HttpSettings, Services};
+use items_adapters::http::{BodyLimits, HttpServer, HttpSettings, RateLimitSettings, Services};
 use items_adapters::memory::{
     InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
 };
@@ -56,6 +57,11 @@ impl Application {
                     StartError::Setting("items-service: invalid MAX_JSON_BYTES".into())
                 })?,
                 read_timeout: Duration::from_secs(30),
+            },
+            rate_limit: RateLimitSettings {
+                max: NonZeroU32::new(config.rate_limit_max),
+                window: Duration::from_millis(config.rate_limit_window_ms),
+                trust_proxy: config.trust_proxy,
             },
             ..HttpSettings::default()
         };

@@ -9,10 +9,12 @@
 mod auxiliary;
 mod body;
 mod conditional;
+mod cors;
 mod fields;
 mod items;
 pub mod problem;
 mod products;
+mod rate_limit;
 mod respond;
 mod routes;
 mod server;
@@ -21,6 +23,7 @@ mod users;
 use items_domain::{ItemService, ProductService, UserService};
 
 pub use body::BodyLimits;
+pub use rate_limit::RateLimitSettings;
 pub use server::HttpServer;
 
 /// The use cases the HTTP adapter drives.
@@ -37,4 +40,5 @@ pub struct HttpSettings {
     pub body_limits: BodyLimits,
     /// Worker threads, each with its own event loop.
     pub workers: usize,
+    pub rate_limit: RateLimitSettings,
 }

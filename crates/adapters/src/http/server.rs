@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::net::TcpListener;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::body::{BoxBody, MessageBody};
@@ -13,6 +14,8 @@ use actix_web::{App, web};
 
 use super::body::BodyLimits;
 use super::conditional::entity_tags;
+use super::cors::{cors, preflight_status};
+use super::rate_limit::{RateLimitSettings, RateLimiter, standard_headers};
 use super::routes;
 use super::{HttpSettings, Services};
 
@@ -24,11 +27,14 @@ const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
 /// C1: requests in flight get up to 30 s to finish after SIGINT/SIGTERM.
 const SHUTDOWN_GRACE_SECS: u64 = 30;
+/// How often the rate limiter forgets clients whose budget is full again.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 /// A bound, not yet running, HTTP server.
 pub struct HttpServer {
     server: actix_web::dev::Server,
     port: u16,
+    limiter: Arc<RateLimiter>,
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -54,7 +60,15 @@ impl HttpServer {
         let products = web::Data::new(services.products);
         let users = web::Data::new(services.users);
         let body_limits = settings.body_limits;
+        // One limiter for all workers, so a client's budget is per process,
+        // not per worker thread.
+        let limiter = Arc::new(RateLimiter::new(settings.rate_limit));
+        let policy = limiter.policy();
+        let shared_limiter = Arc::clone(&limiter);
         let server = actix_web::HttpServer::new(move || {
+            // Outermost last: edge (log, nosniff) → CORS (answers preflights,
+            // so they are never counted, and decorates 429s) → ETags →
+            // RateLimit-* headers → the limiter → routes.
             App::new()
                 .app_data(items.clone())
                 .app_data(products.clone())
@@ -62,7 +76,16 @@ impl HttpServer {
                 .app_data(body_limits)
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
+                // actix-governor's header-reporting mode needs an `Unpin`
+                // inner future: the router's is boxed, `from_fn`'s is not, so
+                // the limiter sits right on the router.
+                .wrap(shared_limiter.middleware())
+                .wrap(from_fn(move |request, next| {
+                    standard_headers(policy, request, next)
+                }))
                 .wrap(from_fn(entity_tags))
+                .wrap(cors())
+                .wrap(from_fn(preflight_status))
                 .wrap(from_fn(edge))
         })
         .workers(settings.workers)
@@ -72,7 +95,11 @@ impl HttpServer {
         .shutdown_signal(shutdown)
         .listen(listener)?
         .run();
-        Ok(Self { server, port })
+        Ok(Self {
+            server,
+            port,
+            limiter,
+        })
     }
 
     /// The port actually bound (the one the OS chose when asked for port 0).
@@ -87,7 +114,15 @@ impl HttpServer {
 
     /// Serves until shutdown completes.
     pub async fn run(self) -> std::io::Result<()> {
-        self.server.await
+        let pruning = self
+            .limiter
+            .prune_periodically(PRUNE_EVERY)
+            .map(tokio::spawn);
+        let result = self.server.await;
+        if let Some(pruning) = pruning {
+            pruning.abort();
+        }
+        result
     }
 }
 
@@ -99,6 +134,11 @@ impl Default for HttpSettings {
                 read_timeout: Duration::from_secs(30),
             },
             workers: std::thread::available_parallelism().map_or(1, usize::from),
+            rate_limit: RateLimitSettings {
+                max: std::num::NonZeroU32::new(100),
+                window: Duration::from_millis(900_000),
+                trust_proxy: false,
+            },
         }
     }
 }

@@ -5,7 +5,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use actix_web::dev::ServerHandle;
-use items_adapters::http::{HttpServer, HttpSettings, Services};
+use items_adapters::http::{HttpServer, HttpSettings, RateLimitSettings, Services};
 use items_adapters::memory::{
     InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
 };
@@ -33,11 +33,17 @@ impl Drop for TestApp {
     }
 }
 
-/// Settings for tests: one worker (tests start many servers), defaults otherwise.
+/// Settings for tests: one worker (tests start many servers) and no rate
+/// limit (tests send bursts; the limiter has tests of its own).
 pub fn test_settings() -> HttpSettings {
+    let defaults = HttpSettings::default();
     HttpSettings {
         workers: 1,
-        ..HttpSettings::default()
+        rate_limit: RateLimitSettings {
+            max: None,
+            ..defaults.rate_limit
+        },
+        ..defaults
     }
 }
 

@@ -7,7 +7,9 @@
 mod helpers;
 
 mod bodies;
+mod cors;
 mod http_semantics;
 mod items;
 mod listing;
 mod products_and_users;
+mod rate_limit;
