@@ -8,6 +8,7 @@ mod helpers;
 
 mod bodies;
 mod cors;
+mod failures;
 mod http_semantics;
 mod items;
 mod listing;
