@@ -12,7 +12,7 @@ use futures_util::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::body::{JsonObject, body_limits, declared_length, has_media_type, read_limited};
+use super::body::{JsonObject, read_typed};
 use super::problem::{ApiError, FieldError, Location};
 use super::respond;
 
@@ -75,18 +75,9 @@ impl FromRequest for UrlEncodedForm {
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let is_form = has_media_type(request, "application/x-www-form-urlencoded");
-        let length = declared_length(request);
-        let limits = body_limits(request);
-        let payload = payload.take();
+        let body = read_typed(request, payload, "application/x-www-form-urlencoded");
         Box::pin(async move {
-            if !is_form {
-                return Err(ApiError::UnsupportedMediaType {
-                    expected: "application/x-www-form-urlencoded",
-                });
-            }
-            let bytes = read_limited(length, payload, limits).await?;
-            serde_urlencoded::from_bytes(&bytes)
+            serde_urlencoded::from_bytes(&body.await?)
                 .map(UrlEncodedForm)
                 .map_err(|error| ApiError::bad_request(format!("The form is malformed: {error}")))
         })

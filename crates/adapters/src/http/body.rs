@@ -6,6 +6,7 @@
 //! problem body for every failure and a limit set at run time, so bodies are
 //! read here instead.
 
+use std::future::Future;
 use std::time::Duration;
 
 use actix_web::dev::Payload;
@@ -32,7 +33,7 @@ pub struct BodyLimits {
 
 /// Whether the request's `Content-Type` has this essence (type/subtype,
 /// parameters such as `charset` ignored, case-insensitive).
-pub(crate) fn has_media_type(request: &HttpRequest, essence: &str) -> bool {
+fn has_media_type(request: &HttpRequest, essence: &str) -> bool {
     request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -43,7 +44,7 @@ pub(crate) fn has_media_type(request: &HttpRequest, essence: &str) -> bool {
 
 /// Reads the whole body, refusing more than `limits.max_bytes` (413) and a
 /// body that takes longer than `limits.read_timeout` (408).
-pub(crate) async fn read_limited(
+async fn read_limited(
     declared_length: Option<u64>,
     mut payload: Payload,
     limits: BodyLimits,
@@ -73,7 +74,7 @@ pub(crate) async fn read_limited(
         .map_err(|_| ApiError::RequestTimeout)?
 }
 
-pub(crate) fn declared_length(request: &HttpRequest) -> Option<u64> {
+fn declared_length(request: &HttpRequest) -> Option<u64> {
     request
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -81,7 +82,7 @@ pub(crate) fn declared_length(request: &HttpRequest) -> Option<u64> {
         .and_then(|value| value.parse().ok())
 }
 
-pub(crate) fn body_limits(request: &HttpRequest) -> BodyLimits {
+fn body_limits(request: &HttpRequest) -> BodyLimits {
     request
         .app_data::<BodyLimits>()
         .copied()
@@ -102,19 +103,28 @@ impl<T: DeserializeOwned + 'static> FromRequest for JsonObject<T> {
     type Future = LocalBoxFuture<'static, Result<Self, ApiError>>;
 
     fn from_request(request: &HttpRequest, payload: &mut Payload) -> Self::Future {
-        let is_json = has_media_type(request, "application/json");
-        let length = declared_length(request);
-        let limits = body_limits(request);
-        let payload = payload.take();
-        Box::pin(async move {
-            if !is_json {
-                return Err(ApiError::UnsupportedMediaType {
-                    expected: "application/json",
-                });
-            }
-            let bytes = read_limited(length, payload, limits).await?;
-            parse_object(&bytes).map(JsonObject)
-        })
+        let body = read_typed(request, payload, "application/json");
+        Box::pin(async move { parse_object(&body.await?).map(JsonObject) })
+    }
+}
+
+/// The whole body of a request whose `Content-Type` must have `essence`:
+/// 415 otherwise, then 413/408 as [`read_limited`] decides. Everything the
+/// future needs is taken from the request now, so it borrows nothing.
+pub(crate) fn read_typed(
+    request: &HttpRequest,
+    payload: &mut Payload,
+    essence: &'static str,
+) -> impl Future<Output = Result<Bytes, ApiError>> + 'static {
+    let expected = has_media_type(request, essence);
+    let length = declared_length(request);
+    let limits = body_limits(request);
+    let payload = payload.take();
+    async move {
+        if !expected {
+            return Err(ApiError::UnsupportedMediaType { expected: essence });
+        }
+        read_limited(length, payload, limits).await
     }
 }
 

@@ -7,6 +7,8 @@ use items_domain::{
 };
 use parking_lot::RwLock;
 
+use super::IdCounter;
+
 /// Items in memory. Names are `Arc<str>` inside [`Name`], so the map holds one
 /// allocation per item and copying a page out of it only bumps reference
 /// counts.
@@ -18,11 +20,8 @@ pub struct InMemoryItemRepository {
 #[derive(Debug, Default)]
 struct State {
     items: BTreeMap<Id, Name>,
-    /// The last id ever handed out. It only grows, so an id is never reused,
-    /// not even after the newest item is deleted (C2). Incremented under the
-    /// write lock together with the insert, so concurrent creates can neither
-    /// share an id nor lose an item.
-    last_id: i64,
+    /// Never goes back: see [`IdCounter`] (C2).
+    last_id: IdCounter,
 }
 
 impl InMemoryItemRepository {
@@ -81,12 +80,7 @@ impl ItemRepository for InMemoryItemRepository {
 
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
         let mut state = self.state.write();
-        let next = state
-            .last_id
-            .checked_add(1)
-            .ok_or_else(|| RepositoryError::unavailable("the item id counter is exhausted"))?;
-        state.last_id = next;
-        let id = Id::new(next);
+        let id = state.last_id.next()?;
         state.items.insert(id, name.clone());
         Ok(Item { id, name })
     }

@@ -10,6 +10,26 @@ mod items;
 mod products;
 mod users;
 
+use items_domain::{Id, RepositoryError};
+
 pub use items::InMemoryItemRepository;
 pub use products::InMemoryProductRepository;
 pub use users::InMemoryUserRepository;
+
+/// The last id handed out by a repository. It only grows, so an id is never
+/// reused, not even after the newest row is deleted (C2). Callers advance it
+/// under the same write lock as the insert, so concurrent creates can neither
+/// share an id nor lose a row.
+#[derive(Debug, Default)]
+struct IdCounter(i64);
+
+impl IdCounter {
+    fn next(&mut self) -> Result<Id, RepositoryError> {
+        let next = self
+            .0
+            .checked_add(1)
+            .ok_or_else(|| RepositoryError::unavailable("the id counter is exhausted"))?;
+        self.0 = next;
+        Ok(Id::new(next))
+    }
+}

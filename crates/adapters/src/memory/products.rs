@@ -4,6 +4,8 @@ use async_trait::async_trait;
 use items_domain::{Id, Name, Price, Product, ProductRepository, RepositoryError};
 use parking_lot::RwLock;
 
+use super::IdCounter;
+
 /// Products in memory, with the same never-going-back id counter as items (C2).
 #[derive(Debug, Default)]
 pub struct InMemoryProductRepository {
@@ -13,7 +15,8 @@ pub struct InMemoryProductRepository {
 #[derive(Debug, Default)]
 struct State {
     products: BTreeMap<Id, (Name, Price)>,
-    last_id: i64,
+    /// Never goes back: see [`IdCounter`] (C2).
+    last_id: IdCounter,
 }
 
 impl InMemoryProductRepository {
@@ -36,12 +39,7 @@ impl ProductRepository for InMemoryProductRepository {
 
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
         let mut state = self.state.write();
-        let next = state
-            .last_id
-            .checked_add(1)
-            .ok_or_else(|| RepositoryError::unavailable("the product id counter is exhausted"))?;
-        state.last_id = next;
-        let id = Id::new(next);
+        let id = state.last_id.next()?;
         state.products.insert(id, (name.clone(), price));
         Ok(Product { id, name, price })
     }
