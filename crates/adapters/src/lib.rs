@@ -2,7 +2,9 @@
 //! another.
 //!
 //! - [`memory`]: driven adapter, in-memory repositories (the default store);
+//! - [`disk`]: driven adapter, the local-disk upload store;
 //! - [`http`]: driving adapter, the actix-web HTTP edge.
 
+pub mod disk;
 pub mod http;
 pub mod memory;

@@ -6,11 +6,14 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
-use items_adapters::http::{BodyLimits, HttpServer, HttpSettings, RateLimitSettings, Services};
+use items_adapters::disk::DiskUploadStore;
+use items_adapters::http::{
+    BodyLimits, HttpServer, HttpSettings, RateLimitSettings, Services, UploadLimits,
+};
 use items_adapters::memory::{
     InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
 };
-use items_domain::{ItemService, ProductService, UserService};
+use items_domain::{ItemService, ProductService, UploadService, UserService};
 
 use crate::config::Config;
 
@@ -48,6 +51,14 @@ impl Application {
         config: &Config,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<Self, StartError> {
+        // The uploads directory first: an unusable one is a bad setting (exit
+        // 2), found before the port is taken.
+        let uploads = DiskUploadStore::open(&config.uploads_dir).map_err(|error| {
+            StartError::Setting(format!(
+                "invalid UPLOADS_DIR (--uploads-dir) {:?}: {error}",
+                config.uploads_dir.display().to_string()
+            ))
+        })?;
         let address = SocketAddr::new(config.host, config.port);
         let listener =
             TcpListener::bind(address).map_err(|source| StartError::Bind { address, source })?;
@@ -63,9 +74,13 @@ impl Application {
                 window: Duration::from_millis(config.rate_limit_window_ms),
                 trust_proxy: config.trust_proxy,
             },
+            upload_limits: UploadLimits {
+                max_file_bytes: config.max_file_bytes,
+                idle_timeout: Duration::from_secs(30),
+            },
             ..HttpSettings::default()
         };
-        let services = in_memory_services();
+        let services = in_memory_services(uploads);
         let server = HttpServer::bind(listener, settings, services, shutdown)
             .map_err(|source| StartError::Bind { address, source })?;
         Ok(Self { server })
@@ -80,8 +95,9 @@ impl Application {
     }
 }
 
-fn in_memory_services() -> Services {
+fn in_memory_services(uploads: DiskUploadStore) -> Services {
     Services {
+        uploads: UploadService::new(Arc::new(uploads)),
         items: ItemService::new(Arc::new(InMemoryItemRepository::new())),
         products: ProductService::new(Arc::new(InMemoryProductRepository::new())),
         users: UserService::new(Arc::new(InMemoryUserRepository::seeded())),

@@ -13,11 +13,13 @@
 
 pub mod entities;
 pub mod ports;
+pub mod uploads;
 pub mod use_cases;
 pub mod values;
 
 pub use entities::{Item, ItemPage, ItemQuery, Product, User};
 pub use ports::{ItemRepository, ProductRepository, Replaced, RepositoryError, UserRepository};
+pub use uploads::{PendingUpload, StoredName, UploadService, UploadStore, UploadStoreError};
 pub use use_cases::{
     CreateError, GetItemError, ItemService, ProductService, ReplaceItemError, UserService,
 };

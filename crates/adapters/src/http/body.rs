@@ -33,7 +33,7 @@ pub struct BodyLimits {
 
 /// Whether the request's `Content-Type` has this essence (type/subtype,
 /// parameters such as `charset` ignored, case-insensitive).
-fn has_media_type(request: &HttpRequest, essence: &str) -> bool {
+pub(crate) fn has_media_type(request: &HttpRequest, essence: &str) -> bool {
     request
         .headers()
         .get(header::CONTENT_TYPE)

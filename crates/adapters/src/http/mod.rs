@@ -18,13 +18,15 @@ mod rate_limit;
 mod respond;
 mod routes;
 mod server;
+mod uploads;
 mod users;
 
-use items_domain::{ItemService, ProductService, UserService};
+use items_domain::{ItemService, ProductService, UploadService, UserService};
 
 pub use body::BodyLimits;
 pub use rate_limit::RateLimitSettings;
 pub use server::HttpServer;
+pub use uploads::UploadLimits;
 
 /// The use cases the HTTP adapter drives.
 #[derive(Debug, Clone)]
@@ -32,6 +34,7 @@ pub struct Services {
     pub items: ItemService,
     pub products: ProductService,
     pub users: UserService,
+    pub uploads: UploadService,
 }
 
 /// How the HTTP adapter behaves, from the service's configuration (C1).
@@ -41,4 +44,5 @@ pub struct HttpSettings {
     /// Worker threads, each with its own event loop.
     pub workers: usize,
     pub rate_limit: RateLimitSettings,
+    pub upload_limits: UploadLimits,
 }

@@ -11,7 +11,7 @@ use actix_web::http::header;
 use actix_web::{FromRequest, Handler, HttpResponse, Responder, web};
 
 use super::problem::ApiError;
-use super::{auxiliary, items, products, users};
+use super::{auxiliary, items, products, uploads, users};
 
 /// Registers every route of the service (spec §4) on `config`.
 pub(crate) fn configure(config: &mut web::ServiceConfig) {
@@ -45,7 +45,9 @@ pub(crate) fn configure(config: &mut web::ServiceConfig) {
             Resource::at("/products/{id}")
                 .get(products::message)
                 .build(),
-        );
+        )
+        .service(Resource::at("/profile").post(uploads::profile).build())
+        .service(Resource::at("/photos/upload").post(uploads::photos).build());
 }
 
 /// One path and the methods it answers.

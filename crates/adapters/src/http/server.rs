@@ -17,6 +17,7 @@ use super::conditional::entity_tags;
 use super::cors::{cors, preflight_status};
 use super::rate_limit::{RateLimitSettings, RateLimiter, standard_headers};
 use super::routes;
+use super::uploads::UploadLimits;
 use super::{HttpSettings, Services};
 
 /// How long a client may take to send its request head, and how long an
@@ -59,6 +60,8 @@ impl HttpServer {
         let items = web::Data::new(services.items);
         let products = web::Data::new(services.products);
         let users = web::Data::new(services.users);
+        let uploads = web::Data::new(services.uploads);
+        let upload_limits = settings.upload_limits;
         let body_limits = settings.body_limits;
         // One limiter for all workers, so a client's budget is per process,
         // not per worker thread.
@@ -73,7 +76,9 @@ impl HttpServer {
                 .app_data(items.clone())
                 .app_data(products.clone())
                 .app_data(users.clone())
+                .app_data(uploads.clone())
                 .app_data(body_limits)
+                .app_data(upload_limits)
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
                 // actix-governor's header-reporting mode needs an `Unpin`
@@ -134,6 +139,10 @@ impl Default for HttpSettings {
                 read_timeout: Duration::from_secs(30),
             },
             workers: std::thread::available_parallelism().map_or(1, usize::from),
+            upload_limits: UploadLimits {
+                max_file_bytes: 10_485_760,
+                idle_timeout: Duration::from_secs(30),
+            },
             rate_limit: RateLimitSettings {
                 max: std::num::NonZeroU32::new(100),
                 window: Duration::from_millis(900_000),

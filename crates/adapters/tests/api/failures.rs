@@ -20,7 +20,7 @@ fn failure() -> RepositoryError {
 }
 
 /// Use cases over repositories that always fail, as a dead database would.
-fn unavailable_services() -> Services {
+fn unavailable_services() -> TestServices {
     let mut items = MockItemRepository::new();
     items.expect_list().returning(|_| Err(failure()));
     items.expect_get().returning(|_| Err(failure()));
@@ -32,11 +32,12 @@ fn unavailable_services() -> Services {
     products.expect_create().returning(|_, _| Err(failure()));
     let mut users = MockUserRepository::new();
     users.expect_list().returning(|| Err(failure()));
-    Services {
+    with_uploads(|uploads| Services {
         items: ItemService::new(Arc::new(items)),
         products: ProductService::new(Arc::new(products)),
         users: UserService::new(Arc::new(users)),
-    }
+        uploads,
+    })
 }
 
 #[tokio::test]

@@ -5,17 +5,20 @@ use std::net::TcpListener;
 use std::sync::Arc;
 
 use actix_web::dev::ServerHandle;
+use items_adapters::disk::DiskUploadStore;
 use items_adapters::http::{HttpServer, HttpSettings, RateLimitSettings, Services};
 use items_adapters::memory::{
     InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
 };
-use items_domain::{ItemService, ProductService, UserService};
+use items_domain::{ItemService, ProductService, UploadService, UserService};
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
 
 /// A running server and a client pointed at it. Dropping it stops the server.
 pub struct TestApp {
     pub address: String,
+    /// Where this server stores uploads.
+    pub uploads: tempfile::TempDir,
     #[allow(dead_code)] // read by the modules that open raw TCP connections
     pub port: u16,
     pub client: reqwest::Client,
@@ -47,13 +50,32 @@ pub fn test_settings() -> HttpSettings {
     }
 }
 
+/// The use cases a test server drives, and the temporary uploads directory
+/// it writes to (deleted when the test app is dropped).
+pub struct TestServices {
+    pub services: Services,
+    uploads: tempfile::TempDir,
+}
+
+/// Use cases over `build`'s repositories and an upload store in a fresh
+/// temporary directory.
+pub fn with_uploads(build: impl FnOnce(UploadService) -> Services) -> TestServices {
+    let uploads = tempfile::tempdir().expect("a temporary directory");
+    let store = DiskUploadStore::open(uploads.path()).expect("the uploads directory opens");
+    TestServices {
+        services: build(UploadService::new(Arc::new(store))),
+        uploads,
+    }
+}
+
 /// Fresh in-memory repositories, the default store.
-pub fn in_memory_services() -> Services {
-    Services {
+pub fn in_memory_services() -> TestServices {
+    with_uploads(|uploads| Services {
         items: ItemService::new(Arc::new(InMemoryItemRepository::new())),
         products: ProductService::new(Arc::new(InMemoryProductRepository::new())),
         users: UserService::new(Arc::new(InMemoryUserRepository::seeded())),
-    }
+        uploads,
+    })
 }
 
 /// A server with the default settings over fresh in-memory repositories.
@@ -62,7 +84,8 @@ pub async fn spawn_app() -> TestApp {
 }
 
 /// A server with these settings over these use cases, bound to port 0.
-pub async fn spawn_app_with(settings: HttpSettings, services: Services) -> TestApp {
+pub async fn spawn_app_with(settings: HttpSettings, services: TestServices) -> TestApp {
+    let TestServices { services, uploads } = services;
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
     let server = HttpServer::bind(listener, settings, services, std::future::pending())
         .expect("the server builds");
@@ -71,6 +94,7 @@ pub async fn spawn_app_with(settings: HttpSettings, services: Services) -> TestA
     tokio::spawn(server.run());
     TestApp {
         address: format!("http://127.0.0.1:{port}"),
+        uploads,
         port,
         client: reqwest::Client::builder().build().expect("client builds"),
         handle,

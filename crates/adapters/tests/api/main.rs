@@ -6,6 +6,7 @@
 
 mod helpers;
 
+mod auxiliary;
 mod bodies;
 mod cors;
 mod failures;
@@ -14,3 +15,4 @@ mod items;
 mod listing;
 mod products_and_users;
 mod rate_limit;
+mod uploads;

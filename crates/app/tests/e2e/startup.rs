@@ -84,3 +84,14 @@ fn help_prints_every_setting_and_exits_0_c1() {
         assert!(stdout.contains(flag), "--help lists {flag}");
     }
 }
+
+#[test]
+fn an_unusable_uploads_dir_exits_2_with_one_line_naming_it_c1_c5() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let path = file.path().to_str().unwrap();
+
+    let (status, _, stderr) = run_to_exit(&[("UPLOADS_DIR", path), ("PORT", "0")], &[]);
+
+    assert_eq!(status.code(), Some(2));
+    assert_one_line_naming(&stderr, "UPLOADS_DIR");
+}

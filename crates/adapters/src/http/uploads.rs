@@ -1,0 +1,344 @@
+//! `POST /profile` and `POST /photos/upload`: multipart uploads streamed to
+//! the upload store (spec §4, C4, C5).
+//!
+//! Read with actix-multipart's low-level `Multipart` stream rather than its
+//! `MultipartForm` derive: the derive fixes limits at compile time, shares
+//! one limit among all files of a field, has no cap on the number of files
+//! and cannot echo text fields it does not know. Here each file is checked
+//! as it arrives — wrong field or one file too many is refused before a byte
+//! of it is stored, a file over `MAX_FILE_BYTES` the moment it grows past it —
+//! and written chunk by chunk, so memory stays flat whatever the size.
+//! Files become visible under their final names only after the whole request
+//! was read and found valid; any failure drops the pending files, which
+//! deletes them.
+
+use std::time::{Duration, Instant};
+
+use actix_multipart::{Field, Multipart, MultipartError};
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::StreamExt;
+use items_domain::{PendingUpload, UploadService, UploadStoreError};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::body::has_media_type;
+use super::problem::ApiError;
+use super::respond;
+
+/// Limits on uploads, shared by every worker as app data.
+#[derive(Debug, Clone, Copy)]
+pub struct UploadLimits {
+    /// Largest single file (`MAX_FILE_BYTES`).
+    pub max_file_bytes: u64,
+    /// Longest the client may stay silent in the middle of a body; actix-web
+    /// has no body timer, and a stalled upload holds an open file.
+    pub idle_timeout: Duration,
+}
+
+/// Text fields are echoed, so they are held in memory: bounded per field
+/// and in number.
+const MAX_TEXT_FIELD_BYTES: usize = 64 * 1024;
+const MAX_TEXT_FIELDS: usize = 100;
+/// After refusing a request early, read at most this much more of its body
+/// (for at most `DRAIN_TIME`) so the client gets to read the answer instead
+/// of a connection reset; beyond that the connection is simply closed.
+const DRAIN_BYTES: u64 = 64 * 1024 * 1024;
+const DRAIN_TIME: Duration = Duration::from_secs(5);
+
+/// Which field holds the files of a route, and how many it may hold.
+#[derive(Debug, Clone, Copy)]
+struct FileRule {
+    field: &'static str,
+    max_files: usize,
+}
+
+const AVATAR: FileRule = FileRule {
+    field: "avatar",
+    max_files: 1,
+};
+const PHOTOS: FileRule = FileRule {
+    field: "photos",
+    max_files: 12,
+};
+
+/// A stored file as multer describes it (C4): the names a client of the
+/// original Express service already reads.
+#[derive(Debug, Serialize)]
+struct FileDto {
+    fieldname: String,
+    originalname: String,
+    mimetype: String,
+    filename: String,
+    size: u64,
+}
+
+/// A file received but not yet committed.
+struct Received {
+    file: FileDto,
+    pending: Box<dyn PendingUpload>,
+}
+
+/// Everything a valid request carried.
+struct Form {
+    files: Vec<Received>,
+    fields: Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct ProfileDto {
+    file: FileDto,
+    fields: Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct PhotosDto {
+    files: Vec<FileDto>,
+    fields: Map<String, Value>,
+}
+
+/// `POST /profile`: exactly one file in `avatar` (C5).
+pub(crate) async fn profile(
+    service: web::Data<UploadService>,
+    request: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let (mut files, fields) = store(&service, &request, payload, AVATAR).await?;
+    let file = files
+        .pop()
+        .ok_or_else(|| ApiError::internal("a checked form lost its file"))?;
+    respond::json(StatusCode::CREATED, &ProfileDto { file, fields })
+}
+
+/// `POST /photos/upload`: 1 to 12 files in `photos` (C5).
+pub(crate) async fn photos(
+    service: web::Data<UploadService>,
+    request: HttpRequest,
+    payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let (files, fields) = store(&service, &request, payload, PHOTOS).await?;
+    respond::json(StatusCode::CREATED, &PhotosDto { files, fields })
+}
+
+/// Receives the whole form, then commits its files all together (or none).
+async fn store(
+    service: &UploadService,
+    request: &HttpRequest,
+    payload: web::Payload,
+    rule: FileRule,
+) -> Result<(Vec<FileDto>, Map<String, Value>), ApiError> {
+    if !has_media_type(request, "multipart/form-data") {
+        return Err(ApiError::UnsupportedMediaType {
+            expected: "multipart/form-data",
+        });
+    }
+    let limits = request
+        .app_data::<UploadLimits>()
+        .copied()
+        .unwrap_or(UploadLimits {
+            max_file_bytes: 10 * 1024 * 1024,
+            idle_timeout: Duration::from_secs(30),
+        });
+    let mut multipart = Multipart::new(request.headers(), payload);
+    let form = match receive(service, &mut multipart, rule, limits).await {
+        Ok(form) => form,
+        Err(error) => {
+            drain(&mut multipart).await;
+            return Err(error);
+        }
+    };
+    let (dtos, pending): (Vec<FileDto>, Vec<_>) = form
+        .files
+        .into_iter()
+        .map(|received| (received.file, received.pending))
+        .unzip();
+    let names = service.commit_all(pending).await.map_err(store_failed)?;
+    let files = dtos.into_iter().zip(names).map(|(file, name)| FileDto {
+        filename: name.to_string(),
+        ..file
+    });
+    Ok((files.collect(), form.fields))
+}
+
+/// Reads every part. Returning early drops the pending files (deleting them).
+async fn receive(
+    service: &UploadService,
+    multipart: &mut Multipart,
+    rule: FileRule,
+    limits: UploadLimits,
+) -> Result<Form, ApiError> {
+    let mut form = Form {
+        files: Vec::new(),
+        fields: Map::new(),
+    };
+    while let Some(field) = within(limits.idle_timeout, multipart.next()).await? {
+        let mut field = field.map_err(malformed)?;
+        let name = field.name().unwrap_or_default().to_owned();
+        match field
+            .content_disposition()
+            .and_then(|disposition| disposition.get_filename())
+        {
+            Some(original) => {
+                let original = original.to_owned();
+                if name != rule.field {
+                    return Err(ApiError::bad_request(format!(
+                        "A file was sent in field `{name}`; this route takes files only in `{}`.",
+                        rule.field
+                    )));
+                }
+                if form.files.len() == rule.max_files {
+                    return Err(ApiError::bad_request(format!(
+                        "At most {} file(s) may be sent in `{}`.",
+                        rule.max_files, rule.field
+                    )));
+                }
+                let received = receive_file(service, &mut field, name, original, limits).await?;
+                form.files.push(received);
+            }
+            None => {
+                if form.fields.len() == MAX_TEXT_FIELDS && !form.fields.contains_key(&name) {
+                    return Err(ApiError::bad_request(format!(
+                        "At most {MAX_TEXT_FIELDS} text fields may be sent."
+                    )));
+                }
+                let text = receive_text(&mut field, limits).await?;
+                add_text_field(&mut form.fields, name, text);
+            }
+        }
+    }
+    if form.files.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "A file is required in field `{}`.",
+            rule.field
+        )));
+    }
+    Ok(form)
+}
+
+async fn receive_file(
+    service: &UploadService,
+    field: &mut Field,
+    fieldname: String,
+    originalname: String,
+    limits: UploadLimits,
+) -> Result<Received, ApiError> {
+    let mimetype = field.content_type().map_or_else(
+        || "application/octet-stream".to_owned(),
+        ToString::to_string,
+    );
+    let mut pending = service.begin().await.map_err(store_failed)?;
+    let mut size: u64 = 0;
+    while let Some(chunk) = within(limits.idle_timeout, field.next()).await? {
+        let chunk = chunk.map_err(malformed)?;
+        size += chunk.len() as u64;
+        if size > limits.max_file_bytes {
+            return Err(ApiError::PayloadTooLarge {
+                detail: format!("A file must not exceed {} bytes.", limits.max_file_bytes),
+            });
+        }
+        pending.write(&chunk).await.map_err(store_failed)?;
+    }
+    let file = FileDto {
+        fieldname,
+        originalname,
+        mimetype,
+        filename: String::new(),
+        size,
+    };
+    Ok(Received { file, pending })
+}
+
+async fn receive_text(field: &mut Field, limits: UploadLimits) -> Result<String, ApiError> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = within(limits.idle_timeout, field.next()).await? {
+        let chunk = chunk.map_err(malformed)?;
+        if bytes.len() + chunk.len() > MAX_TEXT_FIELD_BYTES {
+            return Err(ApiError::PayloadTooLarge {
+                detail: format!("A text field must not exceed {MAX_TEXT_FIELD_BYTES} bytes."),
+            });
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    String::from_utf8(bytes).map_err(|_| ApiError::bad_request("Text fields must be UTF-8."))
+}
+
+/// A repeated text field becomes an array of its values, as multer does.
+fn add_text_field(fields: &mut Map<String, Value>, name: String, text: String) {
+    match fields.get_mut(&name) {
+        None => {
+            fields.insert(name, Value::String(text));
+        }
+        Some(Value::Array(values)) => values.push(Value::String(text)),
+        Some(first) => {
+            let first = first.take();
+            fields.insert(name, Value::Array(vec![first, Value::String(text)]));
+        }
+    }
+}
+
+/// The next item of a body stream, or 408 when the client stays silent too long.
+async fn within<T>(idle: Duration, next: impl Future<Output = T>) -> Result<T, ApiError> {
+    tokio::time::timeout(idle, next)
+        .await
+        .map_err(|_| ApiError::RequestTimeout)
+}
+
+use std::future::Future;
+
+/// Reads and discards what is left of a refused body, within bounds.
+async fn drain(multipart: &mut Multipart) {
+    let started = Instant::now();
+    let mut drained: u64 = 0;
+    let deadline = started + DRAIN_TIME;
+    while drained < DRAIN_BYTES {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let Ok(Some(Ok(mut field))) = tokio::time::timeout(remaining, multipart.next()).await
+        else {
+            return;
+        };
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(remaining, field.next()).await {
+                Ok(Some(Ok(chunk))) => drained += chunk.len() as u64,
+                Ok(None) => break,
+                _ => return,
+            }
+            if drained >= DRAIN_BYTES {
+                return;
+            }
+        }
+    }
+}
+
+fn malformed(error: MultipartError) -> ApiError {
+    match error {
+        MultipartError::ContentTypeIncompatible | MultipartError::ContentTypeMissing => {
+            ApiError::UnsupportedMediaType {
+                expected: "multipart/form-data",
+            }
+        }
+        other => ApiError::bad_request(format!("The multipart body is malformed: {other}")),
+    }
+}
+
+fn store_failed(error: UploadStoreError) -> ApiError {
+    ApiError::internal(error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_text_fields_become_arrays_c5() {
+        let mut fields = Map::new();
+        add_text_field(&mut fields, "tag".into(), "a".into());
+        add_text_field(&mut fields, "note".into(), "n".into());
+        add_text_field(&mut fields, "tag".into(), "b".into());
+        add_text_field(&mut fields, "tag".into(), "c".into());
+        assert_eq!(
+            Value::Object(fields),
+            serde_json::json!({ "tag": ["a", "b", "c"], "note": "n" })
+        );
+    }
+}

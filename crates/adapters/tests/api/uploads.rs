@@ -1,0 +1,327 @@
+//! `POST /profile` and `POST /photos/upload`: contract C4, C5, C6.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use items_adapters::http::{HttpSettings, UploadLimits};
+use reqwest::multipart::{Form, Part};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use crate::helpers::*;
+
+fn listing(directory: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn file(name: &str, bytes: Vec<u8>) -> Part {
+    Part::bytes(bytes)
+        .file_name(name.to_owned())
+        .mime_str("image/png")
+        .unwrap()
+}
+
+fn is_stored_name(name: &str) -> bool {
+    name.len() == 32
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+async fn post_form(app: &TestApp, path: &str, form: Form) -> reqwest::Response {
+    app.client
+        .post(app.url(path))
+        .multipart(form)
+        .send()
+        .await
+        .expect("answered")
+}
+
+async fn small_file_app(max_file_bytes: u64) -> TestApp {
+    let settings = HttpSettings {
+        upload_limits: UploadLimits {
+            max_file_bytes,
+            idle_timeout: Duration::from_secs(5),
+        },
+        ..test_settings()
+    };
+    spawn_app_with(settings, in_memory_services()).await
+}
+
+#[tokio::test]
+async fn an_avatar_is_stored_under_a_random_name_with_its_exact_bytes_c4_c5() {
+    let app = spawn_app().await;
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
+    let form = Form::new()
+        .text("nickname", "ada")
+        .part("avatar", file("me.png", bytes.clone()));
+
+    let response = post_form(&app, "/profile", form).await;
+
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.unwrap();
+    let stored = body["file"]["filename"].as_str().unwrap().to_owned();
+    assert!(is_stored_name(&stored), "{stored}");
+    assert_eq!(
+        body,
+        json!({
+            "file": { "fieldname": "avatar", "originalname": "me.png", "mimetype": "image/png",
+                      "filename": stored, "size": 100_000 },
+            "fields": { "nickname": "ada" }
+        })
+    );
+    assert_eq!(listing(app.uploads.path()), [stored.as_str()]);
+    assert_eq!(
+        std::fs::read(app.uploads.path().join(&stored)).unwrap(),
+        bytes
+    );
+}
+
+#[tokio::test]
+async fn twelve_photos_are_accepted_with_their_text_fields_c5() {
+    let app = spawn_app().await;
+    let mut form = Form::new()
+        .text("album", "trip")
+        .text("tag", "a")
+        .text("tag", "b");
+    for n in 0..12u8 {
+        form = form.part(
+            "photos",
+            file(&format!("p{n}.png"), vec![n; 1000 + usize::from(n)]),
+        );
+    }
+
+    let response = post_form(&app, "/photos/upload", form).await;
+
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["fields"],
+        json!({ "album": "trip", "tag": ["a", "b"] })
+    );
+    let files = body["files"].as_array().unwrap();
+    assert_eq!(files.len(), 12);
+    for (n, file) in files.iter().enumerate() {
+        let stored = file["filename"].as_str().unwrap();
+        assert_eq!(file["originalname"], format!("p{n}.png"));
+        assert_eq!(file["size"], 1000 + n);
+        assert_eq!(
+            std::fs::read(app.uploads.path().join(stored)).unwrap(),
+            vec![n as u8; 1000 + n]
+        );
+    }
+    assert_eq!(listing(app.uploads.path()).len(), 12);
+}
+
+#[tokio::test]
+async fn a_thirteenth_photo_is_refused_and_nothing_is_stored_c5() {
+    let app = spawn_app().await;
+    let mut form = Form::new();
+    for n in 0..13u8 {
+        form = form.part("photos", file("p.png", vec![n; 5000]));
+    }
+
+    let response = post_form(&app, "/photos/upload", form).await;
+
+    assert_problem(response, 400).await;
+    assert!(listing(app.uploads.path()).is_empty());
+}
+
+#[tokio::test]
+async fn refused_uploads_leave_the_directory_unchanged_c5_c6() {
+    let app = spawn_app().await;
+    // One accepted upload first, so "unchanged" is not merely "empty".
+    post_form(
+        &app,
+        "/profile",
+        Form::new().part("avatar", file("kept.png", vec![1; 10])),
+    )
+    .await;
+    let before = listing(app.uploads.path());
+
+    let cases: Vec<(&str, Form, u16)> = vec![
+        ("/profile", Form::new().text("nickname", "no file"), 400),
+        (
+            "/profile",
+            Form::new().part("photo", file("x.png", vec![2; 10])),
+            400,
+        ),
+        (
+            "/profile",
+            Form::new()
+                .part("avatar", file("a.png", vec![3; 10]))
+                .part("avatar", file("b.png", vec![4; 10])),
+            400,
+        ),
+        (
+            "/profile",
+            Form::new()
+                .part("avatar", file("a.png", vec![5; 10]))
+                .part("other", file("b.png", vec![6; 10])),
+            400,
+        ),
+        ("/photos/upload", Form::new(), 400),
+        (
+            "/photos/upload",
+            Form::new().part("avatar", file("a.png", vec![7; 10])),
+            400,
+        ),
+    ];
+    for (path, form, status) in cases {
+        let response = post_form(&app, path, form).await;
+        assert_problem(response, status).await;
+        assert_eq!(
+            listing(app.uploads.path()),
+            before,
+            "after a refused POST {path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_file_over_max_file_bytes_is_a_413_the_client_reads_and_nothing_stays_c5() {
+    let app = small_file_app(1000).await;
+
+    let exact = post_form(
+        &app,
+        "/profile",
+        Form::new().part("avatar", file("ok.png", vec![0; 1000])),
+    )
+    .await;
+    assert_eq!(exact.status(), 201);
+    let before = listing(app.uploads.path());
+
+    // The first photo is fine and already written when the second one
+    // overflows: it must go too.
+    let form = Form::new()
+        .part("photos", file("ok.png", vec![1; 500]))
+        .part("photos", file("big.png", vec![2; 300_000]));
+    let response = post_form(&app, "/photos/upload", form).await;
+
+    assert_problem(response, 413).await;
+    assert_eq!(listing(app.uploads.path()), before);
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_multipart_is_415_c5() {
+    let app = spawn_app().await;
+
+    for (path, content_type) in [
+        ("/profile", "application/json"),
+        ("/photos/upload", "text/plain"),
+    ] {
+        assert_problem(app.post_raw(path, content_type, "{}").await, 415).await;
+    }
+    let bare = app
+        .request(reqwest::Method::POST, "/profile")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(bare, 415).await;
+    assert!(listing(app.uploads.path()).is_empty());
+}
+
+#[tokio::test]
+async fn a_malformed_multipart_body_is_400_and_leaves_nothing_c5() {
+    let app = spawn_app().await;
+    let body = "--XYZ\r\nContent-Disposition: form-data; name=\"avatar\"; filename=\"a.png\"\r\n\r\nsome bytes but no closing boundary";
+
+    let response = app
+        .post_raw("/profile", "multipart/form-data; boundary=XYZ", body)
+        .await;
+
+    assert_problem(response, 400).await;
+    assert!(listing(app.uploads.path()).is_empty());
+}
+
+#[tokio::test]
+async fn the_client_file_name_is_reported_never_used_as_a_path_c4() {
+    let app = spawn_app().await;
+    let form = Form::new().part("avatar", file("../../etc/passwd", b"not really".to_vec()));
+
+    let response = post_form(&app, "/profile", form).await;
+
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["file"]["originalname"], "../../etc/passwd");
+    let stored = body["file"]["filename"].as_str().unwrap();
+    assert!(is_stored_name(stored));
+    assert_eq!(listing(app.uploads.path()), [stored]);
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_mid_upload_leaves_nothing_behind_c5() {
+    let app = spawn_app().await;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
+        .await
+        .unwrap();
+    let part_head =
+        "--XYZ\r\nContent-Disposition: form-data; name=\"avatar\"; filename=\"a.png\"\r\n\r\n";
+    let head = format!(
+        "POST /profile HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; boundary=XYZ\r\nContent-Length: {}\r\n\r\n{part_head}",
+        part_head.len() + 1_000_000
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&vec![9u8; 300_000]).await.unwrap();
+    // Wait until the server has started writing the file, then vanish.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while listing(app.uploads.path()).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        !listing(app.uploads.path()).is_empty(),
+        "the upload was being written"
+    );
+    drop(stream);
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !listing(app.uploads.path()).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "left behind: {:?}",
+            listing(app.uploads.path())
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn concurrent_uploads_do_not_collide_c5() {
+    let app = spawn_app().await;
+
+    let uploads = (0..20u8).map(|n| {
+        let client = app.client.clone();
+        let url = app.url("/profile");
+        tokio::spawn(async move {
+            let form = Form::new().part("avatar", file("same-name.png", vec![n; 20_000]));
+            let body: Value = client
+                .post(url)
+                .multipart(form)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            (n, body["file"]["filename"].as_str().unwrap().to_owned())
+        })
+    });
+    let mut stored = Vec::new();
+    for upload in uploads.collect::<Vec<_>>() {
+        stored.push(upload.await.unwrap());
+    }
+
+    assert_eq!(listing(app.uploads.path()).len(), 20);
+    for (n, name) in stored {
+        assert_eq!(
+            std::fs::read(app.uploads.path().join(name)).unwrap(),
+            vec![n; 20_000]
+        );
+    }
+}
