@@ -13,6 +13,7 @@ use items_adapters::http::{
 use items_adapters::memory::{
     InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
 };
+use items_adapters::postgres::{ConnectError, PostgresStore};
 use items_domain::{ItemService, ProductService, UploadService, UserService};
 
 use crate::config::Config;
@@ -23,6 +24,9 @@ pub enum StartError {
     /// A setting that parsed but cannot be used (exit 2, C1).
     #[error("{0}")]
     Setting(String),
+    /// The database stayed unreachable, or could not be migrated (exit 1).
+    #[error("{0}")]
+    Database(#[from] ConnectError),
     /// The address could not be bound, e.g. the port is in use (exit 1, C1).
     #[error("cannot listen on {address}: {source}")]
     Bind {
@@ -35,7 +39,7 @@ impl StartError {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Setting(_) => 2,
-            Self::Bind { .. } => 1,
+            Self::Bind { .. } | Self::Database(_) => 1,
         }
     }
 }
@@ -80,7 +84,11 @@ impl Application {
             },
             ..HttpSettings::default()
         };
-        let services = in_memory_services(uploads);
+        let uploads = UploadService::new(Arc::new(uploads));
+        let services = match &config.database_url {
+            None => in_memory_services(uploads),
+            Some(url) => postgres_services(url, uploads).await?,
+        };
         let server = HttpServer::bind(listener, settings, services, shutdown)
             .map_err(|source| StartError::Bind { address, source })?;
         Ok(Self { server })
@@ -95,11 +103,33 @@ impl Application {
     }
 }
 
-fn in_memory_services(uploads: DiskUploadStore) -> Services {
+/// How long to wait for the database at start before giving up: long enough
+/// for a database that starts alongside the service, short enough that a
+/// wrong URL fails the deployment quickly.
+const DATABASE_PATIENCE: Duration = Duration::from_secs(15);
+
+fn in_memory_services(uploads: UploadService) -> Services {
     Services {
-        uploads: UploadService::new(Arc::new(uploads)),
+        uploads,
         items: ItemService::new(Arc::new(InMemoryItemRepository::new())),
         products: ProductService::new(Arc::new(InMemoryProductRepository::new())),
         users: UserService::new(Arc::new(InMemoryUserRepository::seeded())),
     }
+}
+
+async fn postgres_services(url: &str, uploads: UploadService) -> Result<Services, StartError> {
+    let store = PostgresStore::connect_url(url, DATABASE_PATIENCE)
+        .await
+        .map_err(|error| match error {
+            ConnectError::InvalidUrl(cause) => {
+                StartError::Setting(format!("invalid DATABASE_URL (--database-url): {cause}"))
+            }
+            other => StartError::Database(other),
+        })?;
+    Ok(Services {
+        items: ItemService::new(Arc::new(store.items())),
+        products: ProductService::new(Arc::new(store.products())),
+        users: UserService::new(Arc::new(store.users())),
+        uploads,
+    })
 }

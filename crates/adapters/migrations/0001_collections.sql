@@ -1,0 +1,31 @@
+-- The service's three collections. SQL is lowercase; every constraint
+-- repeats a domain rule (C2, C3) so that a second writer — another
+-- instance, a person at psql — cannot store what the service would refuse.
+
+-- Ids come from an identity column: nextval() is atomic across sessions and
+-- never hands out a value twice, so ids are unique and never reused, even
+-- after deletes and with many instances inserting at once (C2). A failed
+-- insert burns its value: gaps are possible, reuse is not.
+create table items (
+    id   bigint generated always as identity primary key,
+    -- char_length counts characters (code points), like the domain's Name.
+    name text not null check (char_length(name) between 1 and 256)
+);
+
+-- `?name=X` lists items named X in id order and counts them (C10): this
+-- index answers both without touching other rows.
+create index items_name_id on items (name, id);
+
+create table products (
+    id    bigint generated always as identity primary key,
+    name  text not null check (char_length(name) between 1 and 256),
+    price double precision not null check (price >= 0 and price < 'Infinity')
+);
+
+-- Read-only: the two users of C4, with fixed ids.
+create table users (
+    id   bigint primary key,
+    name text not null
+);
+
+insert into users (id, name) values (1, 'John Doe'), (2, 'Jane Doe');

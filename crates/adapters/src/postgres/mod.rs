@@ -1,0 +1,130 @@
+//! PostgreSQL repositories: the same service, shared by many instances.
+//!
+//! Queries are checked at run time (`sqlx::query_as`), not at build time, so
+//! building needs no database; the repository contract suite runs every query
+//! against a real PostgreSQL instead. Every database failure becomes
+//! [`RepositoryError::Unavailable`]: the HTTP adapter answers 503 and logs the
+//! cause, and the pool reconnects by itself once the database is back.
+
+mod items;
+mod products;
+pub mod scratch;
+mod users;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use items_domain::RepositoryError;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+pub use items::PostgresItemRepository;
+pub use products::PostgresProductRepository;
+pub use users::PostgresUserRepository;
+
+/// How long a request waits for a pooled connection before it is answered
+/// 503. sqlx's default is 30 s: far too long for a client to wait to learn
+/// that the database is down.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+/// Connections per instance. PostgreSQL's default `max_connections` is 100:
+/// ten instances of ten fit, with room for administrators.
+const MAX_CONNECTIONS: u32 = 10;
+
+/// The migrations in `crates/adapters/migrations`, embedded in the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
+
+/// Why the database could not be used at start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("{0}")]
+    InvalidUrl(#[source] sqlx::Error),
+    #[error("the database is unreachable after {waited:?}: {source}")]
+    Unreachable {
+        waited: Duration,
+        source: sqlx::Error,
+    },
+    #[error("the database could not be migrated: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// A pool of connections to one database, from which the repositories are made.
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+impl PostgresStore {
+    /// Connects, retrying with exponential backoff (0.1 s doubling, at most
+    /// 2 s apart) for up to `patience` — a database that starts a moment
+    /// after the service is normal in a deployment — then applies the
+    /// migrations. `Migrator` takes an advisory lock, so instances starting
+    /// together migrate once.
+    ///
+    /// # Errors
+    /// [`ConnectError::Unreachable`] when no connection succeeded in time;
+    /// [`ConnectError::Migrate`] when the schema could not be brought up to date.
+    pub async fn connect(
+        options: PgConnectOptions,
+        patience: Duration,
+    ) -> Result<Self, ConnectError> {
+        let started = tokio::time::Instant::now();
+        let mut pause = Duration::from_millis(100);
+        let pool = loop {
+            let attempt = PgPoolOptions::new()
+                .max_connections(MAX_CONNECTIONS)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                // Ping a connection before handing it out: after the database
+                // restarts, the first request then gets a fresh connection
+                // instead of a dead one.
+                .test_before_acquire(true)
+                .connect_with(options.clone())
+                .await;
+            match attempt {
+                Ok(pool) => break pool,
+                Err(source) if started.elapsed() + pause >= patience => {
+                    return Err(ConnectError::Unreachable {
+                        waited: started.elapsed(),
+                        source,
+                    });
+                }
+                Err(source) => {
+                    tracing::warn!(error = %source, "database not reachable yet; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        };
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// [`PostgresStore::connect`] with options read from a `postgres://` URL.
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidUrl`] when the URL cannot be read, else as
+    /// [`PostgresStore::connect`].
+    pub async fn connect_url(url: &str, patience: Duration) -> Result<Self, ConnectError> {
+        let options = PgConnectOptions::from_str(url).map_err(ConnectError::InvalidUrl)?;
+        Self::connect(options, patience).await
+    }
+
+    pub fn items(&self) -> PostgresItemRepository {
+        PostgresItemRepository::new(self.pool.clone())
+    }
+
+    pub fn products(&self) -> PostgresProductRepository {
+        PostgresProductRepository::new(self.pool.clone())
+    }
+
+    pub fn users(&self) -> PostgresUserRepository {
+        PostgresUserRepository::new(self.pool.clone())
+    }
+
+    /// Closes every connection (tests drop their database afterwards).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn unavailable(error: sqlx::Error) -> RepositoryError {
+    RepositoryError::unavailable(error)
+}

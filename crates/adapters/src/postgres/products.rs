@@ -1,0 +1,54 @@
+use async_trait::async_trait;
+use items_domain::{Id, Name, Price, Product, ProductRepository, RepositoryError};
+use sqlx::PgPool;
+
+use super::unavailable;
+
+/// Products in the `products` table.
+#[derive(Debug, Clone)]
+pub struct PostgresProductRepository {
+    pool: PgPool,
+}
+
+impl PostgresProductRepository {
+    pub(super) fn new(pool: PgPool) -> Self {
+        Self { pool }
+    }
+}
+
+#[async_trait]
+impl ProductRepository for PostgresProductRepository {
+    async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
+        let rows: Vec<(i64, String, f64)> =
+            sqlx::query_as("select id, name, price from products order by id")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(unavailable)?;
+        rows.into_iter()
+            .map(|(id, name, price)| {
+                let corrupt =
+                    |rule| RepositoryError::unavailable(format!("stored product {id}: {rule}"));
+                Ok(Product {
+                    id: Id::new(id),
+                    name: Name::parse(&name).map_err(corrupt)?,
+                    price: Price::new(price).map_err(corrupt)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
+        let id: i64 =
+            sqlx::query_scalar("insert into products (name, price) values ($1, $2) returning id")
+                .bind(name.as_str())
+                .bind(price.get())
+                .fetch_one(&self.pool)
+                .await
+                .map_err(unavailable)?;
+        Ok(Product {
+            id: Id::new(id),
+            name,
+            price,
+        })
+    }
+}

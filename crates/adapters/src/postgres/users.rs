@@ -1,0 +1,34 @@
+use async_trait::async_trait;
+use items_domain::{Id, RepositoryError, User, UserRepository};
+use sqlx::PgPool;
+
+use super::unavailable;
+
+/// The read-only users, seeded by the first migration (C4).
+#[derive(Debug, Clone)]
+pub struct PostgresUserRepository {
+    pool: PgPool,
+}
+
+impl PostgresUserRepository {
+    pub(super) fn new(pool: PgPool) -> Self {
+        Self { pool }
+    }
+}
+
+#[async_trait]
+impl UserRepository for PostgresUserRepository {
+    async fn list(&self) -> Result<Vec<User>, RepositoryError> {
+        let rows: Vec<(i64, String)> = sqlx::query_as("select id, name from users order by id")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(unavailable)?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, name)| User {
+                id: Id::new(id),
+                name,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,290 @@
+//! The HTTP behaviour over the PostgreSQL repositories (when
+//! `TEST_DATABASE_URL` is set), and what happens when the database goes away.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use items_adapters::http::Services;
+use items_adapters::postgres::PostgresStore;
+use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
+use items_domain::{ItemService, ProductService, UserService};
+use reqwest::Method;
+use serde_json::{Value, json};
+use sqlx::postgres::PgConnectOptions;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::helpers::*;
+
+/// A server over PostgreSQL repositories in a scratch database.
+struct PostgresApp {
+    app: TestApp,
+    store: PostgresStore,
+    database: ScratchDatabase,
+}
+
+impl PostgresApp {
+    async fn finish(self) {
+        drop(self.app);
+        self.store.close().await;
+        self.database.drop().await;
+    }
+}
+
+async fn spawn_app_on_postgres(
+    connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions,
+) -> Option<PostgresApp> {
+    let url = test_database_url()?;
+    let database = ScratchDatabase::create(&url)
+        .await
+        .expect("a scratch database");
+    let store = PostgresStore::connect(connect(&database), Duration::from_secs(5))
+        .await
+        .expect("connects");
+    let services = with_uploads(|uploads| Services {
+        items: ItemService::new(Arc::new(store.items())),
+        products: ProductService::new(Arc::new(store.products())),
+        users: UserService::new(Arc::new(store.users())),
+        uploads,
+    });
+    let app = spawn_app_with(test_settings(), services).await;
+    Some(PostgresApp {
+        app,
+        store,
+        database,
+    })
+}
+
+#[tokio::test]
+async fn the_item_lifecycle_over_postgres_matches_the_spec_c2_c7_c10() {
+    let Some(postgres) = spawn_app_on_postgres(ScratchDatabase::options).await else {
+        return;
+    };
+    let app = &postgres.app;
+
+    for name in ["a", "b", "a"] {
+        app.create_item(name).await;
+    }
+    let created = app.post_json("/items", &json!({ "name": "d" })).await;
+    assert_eq!(created.status(), 201);
+    assert_eq!(header(&created, "location"), "/items/4");
+    assert_eq!(
+        app.get("/items/2").await.json::<Value>().await.unwrap(),
+        json!({ "id": 2, "name": "b" })
+    );
+    assert_eq!(
+        app.get("/items/99").await.text().await.unwrap(),
+        "Item not found"
+    );
+
+    let tag = header(&app.get("/items/2").await, "etag");
+    let stale = app
+        .request(Method::PUT, "/items/2")
+        .header("if-match", "\"stale\"")
+        .json(&json!({ "name": "x" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 412);
+    let fresh = app
+        .request(Method::PUT, "/items/2")
+        .header("if-match", &tag)
+        .json(&json!({ "name": "B" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fresh.status(), 200);
+
+    assert_eq!(app.delete("/items/4").await.status(), 204);
+    assert_eq!(app.delete("/items/4").await.status(), 204);
+    assert_eq!(app.create_item("e").await["id"], 5, "ids are never reused");
+
+    let page = app.get("/items?limit=2&name=a").await;
+    assert_eq!(header(&page, "x-total-count"), "2");
+    assert_eq!(header(&page, "link"), "");
+    let first = app.get("/items?limit=2").await;
+    assert_eq!(
+        header(&first, "link"),
+        r#"</items?limit=2&after=2>; rel="next""#
+    );
+    assert_eq!(header(&first, "x-total-count"), "4");
+    postgres.finish().await;
+}
+
+#[tokio::test]
+async fn products_and_users_over_postgres_c4() {
+    let Some(postgres) = spawn_app_on_postgres(ScratchDatabase::options).await else {
+        return;
+    };
+    let app = &postgres.app;
+
+    let created = app
+        .post_json("/products", &json!({ "name": "pen", "price": 1.5 }))
+        .await;
+    assert_eq!(created.status(), 201);
+    assert_eq!(
+        app.get("/products").await.json::<Value>().await.unwrap(),
+        json!([{ "id": 1, "name": "pen", "price": 1.5 }])
+    );
+    assert_eq!(
+        app.get("/users").await.json::<Value>().await.unwrap(),
+        json!([{ "id": 1, "name": "John Doe" }, { "id": 2, "name": "Jane Doe" }])
+    );
+    postgres.finish().await;
+}
+
+#[tokio::test]
+async fn concurrent_creates_over_postgres_get_distinct_ids_c2() {
+    let Some(postgres) = spawn_app_on_postgres(ScratchDatabase::options).await else {
+        return;
+    };
+    let app = &postgres.app;
+
+    let creates: Vec<_> = (0..300)
+        .map(|n| {
+            let request = app
+                .request(Method::POST, "/items")
+                .json(&json!({ "name": format!("n{n}") }));
+            tokio::spawn(async move {
+                request.send().await.unwrap().json::<Value>().await.unwrap()["id"]
+                    .as_i64()
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut ids = std::collections::HashSet::new();
+    for create in creates {
+        assert!(ids.insert(create.await.unwrap()));
+    }
+
+    assert_eq!(ids.len(), 300);
+    assert_eq!(
+        app.get("/items")
+            .await
+            .json::<Vec<Value>>()
+            .await
+            .unwrap()
+            .len(),
+        300
+    );
+    postgres.finish().await;
+}
+
+/// A TCP proxy to PostgreSQL that the test can cut (every connection
+/// dropped, new ones refused) and restore on the same port.
+struct Proxy {
+    port: u16,
+    cut: watch::Sender<bool>,
+}
+
+impl Proxy {
+    async fn start(target: SocketAddr) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (cut, mut is_cut) = watch::channel(false);
+        tokio::spawn(async move {
+            let mut listener = Some(listener);
+            loop {
+                if *is_cut.borrow() {
+                    listener = None; // refuse new connections while cut
+                    if is_cut.changed().await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                let accepting = match &listener {
+                    Some(listener) => listener,
+                    None => {
+                        listener = Some(TcpListener::bind(("127.0.0.1", port)).await.unwrap());
+                        continue;
+                    }
+                };
+                tokio::select! {
+                    accepted = accepting.accept() => {
+                        let Ok((client, _)) = accepted else { continue };
+                        let mut watch = is_cut.clone();
+                        tokio::spawn(async move {
+                            let Ok(mut server) = TcpStream::connect(target).await else { return };
+                            let mut client = client;
+                            tokio::select! {
+                                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                                _ = watch.wait_for(|cut| *cut) => {}
+                            }
+                        });
+                    }
+                    changed = is_cut.changed() => if changed.is_err() { return },
+                }
+            }
+        });
+        Self { port, cut }
+    }
+
+    fn set_cut(&self, cut: bool) {
+        self.cut.send_replace(cut);
+    }
+}
+
+#[tokio::test]
+async fn a_lost_database_gives_503_and_the_service_recovers_by_itself_without_losing_data() {
+    let Some(url) = test_database_url() else {
+        return;
+    };
+    let target: SocketAddr = {
+        let options: PgConnectOptions = url.parse().unwrap();
+        let host = if options.get_host().starts_with('/') {
+            "127.0.0.1"
+        } else {
+            options.get_host()
+        };
+        tokio::net::lookup_host((host, options.get_port()))
+            .await
+            .unwrap()
+            .next()
+            .unwrap()
+    };
+    let proxy = Proxy::start(target).await;
+    let port = proxy.port;
+    let postgres =
+        spawn_app_on_postgres(|database| database.options().host("127.0.0.1").port(port))
+            .await
+            .unwrap();
+    let app = &postgres.app;
+    app.create_item("before the cut").await;
+
+    proxy.set_cut(true);
+    let read = app.get("/items/1").await;
+    let write = app
+        .post_json("/items", &json!({ "name": "during the cut" }))
+        .await;
+    assert!(!header(&read, "retry-after").is_empty());
+    assert_problem(read, 503).await;
+    assert_problem(write, 503).await;
+
+    proxy.set_cut(false);
+    let mut recovered = app.get("/items/1").await;
+    for _ in 0..20 {
+        if recovered.status() == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        recovered = app.get("/items/1").await;
+    }
+    assert_eq!(recovered.status(), 200);
+    assert_eq!(
+        recovered.json::<Value>().await.unwrap(),
+        json!({ "id": 1, "name": "before the cut" })
+    );
+    assert_eq!(
+        app.post_json("/items", &json!({ "name": "after" }))
+            .await
+            .status(),
+        201
+    );
+    let names: Vec<Value> = app.get("/items").await.json().await.unwrap();
+    assert!(
+        names.iter().all(|item| item["name"] != "during the cut"),
+        "a refused write stored nothing"
+    );
+    postgres.finish().await;
+}
