@@ -7,3 +7,4 @@ mod helpers;
 
 mod lifecycle;
 mod startup;
+mod two_instances;

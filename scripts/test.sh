@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README and CI run it.
+#
+# The PostgreSQL tests use TEST_DATABASE_URL; it defaults to the server every
+# machine of this project runs (127.0.0.1:5432, trust auth), and the suite
+# stops here, loudly, when that server does not answer — a skipped database
+# test must never look like a passed one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export TEST_DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+
+if ! timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5432' 2>/dev/null && [[ "$TEST_DATABASE_URL" == *127.0.0.1:5432* ]]; then
+  echo "PostgreSQL is not answering on 127.0.0.1:5432 (needed by TEST_DATABASE_URL=$TEST_DATABASE_URL)." >&2
+  echo "Start it with: pg_ctlcluster --skip-systemctl-redirect \$(ls /etc/postgresql) main start" >&2
+  exit 1
+fi
+
+cargo test --workspace
