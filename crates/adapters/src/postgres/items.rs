@@ -4,7 +4,7 @@ use items_domain::{
 };
 use sqlx::PgPool;
 
-use super::unavailable;
+use super::{stored_name, unavailable};
 
 /// Items in the `items` table.
 #[derive(Debug, Clone)]
@@ -18,15 +18,11 @@ impl PostgresItemRepository {
     }
 }
 
-/// A row as read. Names were validated on the way in and the table's check
-/// constraint holds them to the same rule, so a row that fails `Name::parse`
-/// means someone bypassed both: reported as an unavailable store, not a panic.
-fn item((id, name): (i64, String)) -> Result<Item, RepositoryError> {
-    let name = Name::parse(&name)
-        .map_err(|rule| RepositoryError::unavailable(format!("stored item {id}: name {rule}")))?;
+/// A row as read; see [`stored_name`] for why a bad name is not a panic.
+fn item((id, name): (i64, Vec<u8>)) -> Result<Item, RepositoryError> {
     Ok(Item {
         id: Id::new(id),
-        name,
+        name: stored_name(id, &name)?,
     })
 }
 
@@ -42,7 +38,7 @@ impl ItemRepository for PostgresItemRepository {
         let after = query.after.map_or(i64::MIN, Id::get);
         // `limit null` is no limit at all.
         let fetch = query.limit.map(|limit| limit.get() as i64 + 1);
-        let (rows, total): (Vec<(i64, String)>, i64) = match &query.name {
+        let (rows, total): (Vec<(i64, Vec<u8>)>, i64) = match &query.name {
             None => {
                 let rows =
                     sqlx::query_as("select id, name from items where id > $1 order by id limit $2")
@@ -64,14 +60,14 @@ impl ItemRepository for PostgresItemRepository {
                 let rows = sqlx::query_as(
                     "select id, name from items where name = $1 and id > $2 order by id limit $3",
                 )
-                .bind(name.as_str())
+                .bind(name.as_str().as_bytes())
                 .bind(after)
                 .bind(fetch)
                 .fetch_all(&self.pool)
                 .await
                 .map_err(unavailable)?;
                 let total = sqlx::query_scalar("select count(*) from items where name = $1")
-                    .bind(name.as_str())
+                    .bind(name.as_str().as_bytes())
                     .fetch_one(&self.pool)
                     .await
                     .map_err(unavailable)?;
@@ -91,17 +87,18 @@ impl ItemRepository for PostgresItemRepository {
     }
 
     async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {
-        let row: Option<(i64, String)> = sqlx::query_as("select id, name from items where id = $1")
-            .bind(id.get())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(unavailable)?;
+        let row: Option<(i64, Vec<u8>)> =
+            sqlx::query_as("select id, name from items where id = $1")
+                .bind(id.get())
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(unavailable)?;
         row.map(item).transpose()
     }
 
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
         let id: i64 = sqlx::query_scalar("insert into items (name) values ($1) returning id")
-            .bind(name.as_str())
+            .bind(name.as_str().as_bytes())
             .fetch_one(&self.pool)
             .await
             .map_err(unavailable)?;
@@ -123,11 +120,11 @@ impl ItemRepository for PostgresItemRepository {
         let updated = match &expected {
             None => sqlx::query("update items set name = $2 where id = $1")
                 .bind(item.id.get())
-                .bind(item.name.as_str()),
+                .bind(item.name.as_str().as_bytes()),
             Some(expected) => sqlx::query("update items set name = $2 where id = $1 and name = $3")
                 .bind(item.id.get())
-                .bind(item.name.as_str())
-                .bind(expected.as_str()),
+                .bind(item.name.as_str().as_bytes())
+                .bind(expected.as_str().as_bytes()),
         }
         .execute(&self.pool)
         .await

@@ -2,7 +2,7 @@ use async_trait::async_trait;
 use items_domain::{Id, Name, Price, Product, ProductRepository, RepositoryError};
 use sqlx::PgPool;
 
-use super::unavailable;
+use super::{stored_name, unavailable};
 
 /// Products in the `products` table.
 #[derive(Debug, Clone)]
@@ -19,7 +19,7 @@ impl PostgresProductRepository {
 #[async_trait]
 impl ProductRepository for PostgresProductRepository {
     async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
-        let rows: Vec<(i64, String, f64)> =
+        let rows: Vec<(i64, Vec<u8>, f64)> =
             sqlx::query_as("select id, name, price from products order by id")
                 .fetch_all(&self.pool)
                 .await
@@ -30,7 +30,7 @@ impl ProductRepository for PostgresProductRepository {
                     |rule| RepositoryError::unavailable(format!("stored product {id}: {rule}"));
                 Ok(Product {
                     id: Id::new(id),
-                    name: Name::parse(&name).map_err(corrupt)?,
+                    name: stored_name(id, &name)?,
                     price: Price::new(price).map_err(corrupt)?,
                 })
             })
@@ -40,7 +40,7 @@ impl ProductRepository for PostgresProductRepository {
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
         let id: i64 =
             sqlx::query_scalar("insert into products (name, price) values ($1, $2) returning id")
-                .bind(name.as_str())
+                .bind(name.as_str().as_bytes())
                 .bind(price.get())
                 .fetch_one(&self.pool)
                 .await

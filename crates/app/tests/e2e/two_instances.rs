@@ -11,34 +11,74 @@ use crate::helpers::*;
 
 #[tokio::test]
 async fn two_instances_on_one_database_share_items_and_never_share_an_id_c2() {
-    let Some(url) = test_database_url() else { return };
+    let Some(url) = test_database_url() else {
+        return;
+    };
     let database = ScratchDatabase::create(&url).await.unwrap();
     let database_url = database.url();
-    let settings = [("DATABASE_URL", database_url.as_str()), ("RATE_LIMIT_MAX", "0")];
+    let settings = [
+        ("DATABASE_URL", database_url.as_str()),
+        ("RATE_LIMIT_MAX", "0"),
+    ];
     let first = Service::start(&settings).await;
     let second = Service::start(&settings).await;
     let client = reqwest::Client::new();
 
-    let created: Value =
-        client.post(first.url("/items")).json(&json!({ "name": "shared" })).send().await.unwrap().json().await.unwrap();
-    let read: Value = client.get(second.url("/items/1")).send().await.unwrap().json().await.unwrap();
+    let created: Value = client
+        .post(first.url("/items"))
+        .json(&json!({ "name": "shared" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let read: Value = client
+        .get(second.url("/items/1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(read, created);
 
     let creates: Vec<_> = (0..200)
         .map(|n| {
-            let url = if n % 2 == 0 { first.url("/items") } else { second.url("/items") };
+            let url = if n % 2 == 0 {
+                first.url("/items")
+            } else {
+                second.url("/items")
+            };
             let request = client.post(url).json(&json!({ "name": format!("n{n}") }));
-            tokio::spawn(async move { request.send().await.unwrap().json::<Value>().await.unwrap()["id"].as_i64().unwrap() })
+            tokio::spawn(async move {
+                request.send().await.unwrap().json::<Value>().await.unwrap()["id"]
+                    .as_i64()
+                    .unwrap()
+            })
         })
         .collect();
     let mut ids = HashSet::from([1]);
     for create in creates {
-        assert!(ids.insert(create.await.unwrap()), "an id was handed out twice");
+        assert!(
+            ids.insert(create.await.unwrap()),
+            "an id was handed out twice"
+        );
     }
 
     for service in [&first, &second] {
-        let listed: Vec<Value> = client.get(service.url("/items")).send().await.unwrap().json().await.unwrap();
-        let listed: HashSet<i64> = listed.iter().map(|item| item["id"].as_i64().unwrap()).collect();
+        let listed: Vec<Value> = client
+            .get(service.url("/items"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let listed: HashSet<i64> = listed
+            .iter()
+            .map(|item| item["id"].as_i64().unwrap())
+            .collect();
         assert_eq!(listed, ids, "both instances see all 201 items");
     }
     drop((first, second));
