@@ -22,6 +22,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(config::Command::Openapi) = config.command {
+        println!("{}", items_adapters::http::openapi::openapi_json());
+        return ExitCode::SUCCESS;
+    }
     telemetry::init(config.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

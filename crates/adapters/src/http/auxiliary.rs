@@ -17,6 +17,35 @@ use super::problem::{ApiError, FieldError, Location};
 use super::respond;
 
 /// `GET /`: `Hello World!` (C4).
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "auxiliary",
+    summary = "Greeting",
+    responses(
+        (status = 200, description = "`Hello World!`", body = String, content_type = "text/plain", headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn greeting() -> HttpResponse {
     respond::text("Hello World!")
 }
@@ -28,6 +57,41 @@ struct ValidationErrors {
 
 /// `GET /hello?person=X`: `Hello, X!`; without a non-empty `person`, the
 /// spec's own validation body with status 200 (spec §7, C4).
+#[utoipa::path(
+    get,
+    path = "/hello",
+    tag = "auxiliary",
+    summary = "Greet a person, or report that `person` is missing",
+    params(
+        ("person" = Option<String>, Query, description = "The name to greet")
+    ),
+    responses(
+        (status = 200, description = "`Hello, X!` as text, or the validation errors as JSON when `person` is missing or empty (spec §7)", content(
+            (String = "text/plain"),
+            (super::openapi::ValidationErrorsSchema = "application/json")
+        ), headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn hello(request: HttpRequest) -> Result<HttpResponse, ApiError> {
     let person = serde_urlencoded::from_str::<Vec<(String, String)>>(request.query_string())
         .unwrap_or_default()
@@ -56,6 +120,35 @@ struct SampleData {
 }
 
 /// `GET /data`: the fixed sample object of C4.
+#[utoipa::path(
+    get,
+    path = "/data",
+    tag = "auxiliary",
+    summary = "Sample data",
+    responses(
+        (status = 200, description = "The sample object", body = super::openapi::SampleDataSchema, headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn data() -> Result<HttpResponse, ApiError> {
     let sample = SampleData {
         name: "John Doe",
@@ -85,6 +178,52 @@ impl FromRequest for UrlEncodedForm {
 }
 
 /// `POST /login`: `welcome, USERNAME` for a non-empty `username` (C3, C4).
+#[utoipa::path(
+    post,
+    path = "/login",
+    tag = "auxiliary",
+    summary = "Form login",
+    request_body(content = super::openapi::LoginFormSchema, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, description = "`welcome, USERNAME`", body = String, content_type = "text/plain", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 400, description = "Missing or empty `username` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 415, description = "Not `application/x-www-form-urlencoded` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn login(
     UrlEncodedForm(fields): UrlEncodedForm,
 ) -> Result<HttpResponse, ApiError> {
@@ -112,6 +251,52 @@ pub(crate) struct AnyObject(Map<String, Value>);
 
 /// `POST /api/users`: the JSON object sent, unchanged (key order included),
 /// with 200; the users collection itself stays read-only (C3).
+#[utoipa::path(
+    post,
+    path = "/api/users",
+    tag = "auxiliary",
+    summary = "Echo a JSON object",
+    request_body(content = super::openapi::AnyObjectSchema, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The object sent, unchanged", body = super::openapi::AnyObjectSchema, headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 400, description = "Not JSON, or not an object (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn echo(
     JsonObject(AnyObject(object)): JsonObject<AnyObject>,
 ) -> Result<HttpResponse, ApiError> {

@@ -21,18 +21,17 @@ pub(crate) fn etag_of(body: &[u8]) -> String {
 }
 
 /// The entity tags listed in every `name` header (comma-separated lists,
-/// possibly over several header lines); `None` when the header is absent.
+/// possibly over several header lines); `None` when the header is absent or
+/// lists no tag at all: an empty `If-Match:` sets no condition.
 fn listed_tags<'a>(headers: &'a HeaderMap, name: &header::HeaderName) -> Option<Vec<&'a str>> {
-    let mut values = headers.get_all(name).peekable();
-    values.peek()?;
-    Some(
-        values
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .map(str::trim)
-            .filter(|tag| !tag.is_empty())
-            .collect(),
-    )
+    let tags: Vec<&str> = headers
+        .get_all(name)
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .filter(|tag| !tag.is_empty())
+        .collect();
+    (!tags.is_empty()).then_some(tags)
 }
 
 /// `If-None-Match` holds a tag equal to `tag` under the weak comparison
@@ -154,5 +153,10 @@ mod tests {
         let star = if_match(&headers(header::IF_MATCH, &["*"])).unwrap();
         assert!(star("\"anything\""));
         assert!(if_match(&HeaderMap::new()).is_none());
+        assert!(
+            if_match(&headers(header::IF_MATCH, &[""])).is_none(),
+            "an empty If-Match sets no condition"
+        );
+        assert!(if_match(&headers(header::IF_MATCH, &[" , "])).is_none());
     }
 }

@@ -168,6 +168,55 @@ fn parse_limit(raw: &str) -> Result<PageLimit, &'static str> {
 
 /// `GET /items`: every item in id order, or one page of them (C10). Always
 /// carries `X-Total-Count`; carries `Link: <…>; rel="next"` when more follow.
+#[utoipa::path(
+    get,
+    path = "/items",
+    tag = "items",
+    summary = "List items, all or one page (C10)",
+    params(
+        ("limit" = Option<u16>, Query, description = "At most this many items", minimum = 1, maximum = 1000),
+        ("after" = Option<i64>, Query, description = "Only items with a greater id"),
+        ("name" = Option<String>, Query, description = "Only items named exactly this", min_length = 1, max_length = 256)
+    ),
+    responses(
+        (status = 200, description = "The items, ordered by id", body = [super::openapi::ItemSchema], headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("X-Total-Count" = u64, description = "Items matching `name` in the whole collection"),
+            ("Link" = String, description = "`</items?limit=L&after=ID>; rel=\"next\"` when more follow"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn list(
     service: web::Data<ItemService>,
     request: HttpRequest,
@@ -193,6 +242,51 @@ pub(crate) async fn list(
 }
 
 /// `GET /items/{id}`: the item, or 404 `Item not found` (spec §7, C2).
+#[utoipa::path(
+    get,
+    path = "/items/{id}",
+    tag = "items",
+    summary = "Read one item",
+    params(
+        ("id" = String, Path, description = "A base-10 integer; anything else names no item (C2)", min_length = 1)
+    ),
+    responses(
+        (status = 200, description = "The item", body = super::openapi::ItemSchema, headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 404, description = "No item has this id: the plain text `Item not found`", body = String, content_type = "text/plain", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn get(
     service: web::Data<ItemService>,
     request: HttpRequest,
@@ -203,6 +297,60 @@ pub(crate) async fn get(
 }
 
 /// `POST /items`: 201 with the item and its `Location` (spec §4, C2, C3, C7).
+#[utoipa::path(
+    post,
+    path = "/items",
+    tag = "items",
+    summary = "Create an item",
+    request_body(content = super::openapi::NewItemSchema, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The created item", body = super::openapi::ItemSchema, headers(
+            ("Location" = String, description = "The new resource, e.g. `/items/7`"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn create(
     service: web::Data<ItemService>,
     JsonObject(body): JsonObject<ItemBody>,
@@ -213,6 +361,75 @@ pub(crate) async fn create(
 
 /// `PUT /items/{id}`: replaces the name; the body is checked before the id
 /// (C3), and `If-Match` is honoured against the tag of `GET /items/{id}` (C7).
+#[utoipa::path(
+    put,
+    path = "/items/{id}",
+    tag = "items",
+    summary = "Replace an item (the body is checked before the id, C3)",
+    params(
+        ("id" = String, Path, description = "A base-10 integer; anything else names no item (C2)", min_length = 1),
+        ("If-Match" = Option<String>, Header, description = "Replace only if the item still has this `ETag` (or `*`)")
+    ),
+    request_body(content = super::openapi::NewItemSchema, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The replaced item: the path id and the new name", body = super::openapi::ItemSchema, headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 404, description = "No item has this id: the plain text `Item not found`", body = String, content_type = "text/plain", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 412, description = "`If-Match` does not name the current `ETag`; nothing changed (C7)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn replace(
     service: web::Data<ItemService>,
     request: HttpRequest,
@@ -235,6 +452,37 @@ pub(crate) async fn replace(
 
 /// `DELETE /items/{id}`: 204 whether or not the item existed, and for ids
 /// that name no item at all (spec §4 rule 2, C2).
+#[utoipa::path(
+    delete,
+    path = "/items/{id}",
+    tag = "items",
+    summary = "Delete an item (204 whether or not it existed)",
+    params(
+        ("id" = String, Path, description = "A base-10 integer; anything else names no item (C2)", min_length = 1)
+    ),
+    responses(
+        (status = 204, description = "Deleted, or there was no such item", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn delete(
     service: web::Data<ItemService>,
     request: HttpRequest,

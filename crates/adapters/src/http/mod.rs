@@ -12,6 +12,7 @@ mod conditional;
 mod cors;
 mod fields;
 mod items;
+pub mod openapi;
 pub mod problem;
 mod products;
 mod rate_limit;
@@ -25,6 +26,7 @@ use items_domain::{ItemService, ProductService, UploadService, UserService};
 
 pub use body::BodyLimits;
 pub use rate_limit::RateLimitSettings;
+pub use routes::route_table;
 pub use server::HttpServer;
 pub use uploads::UploadLimits;
 

@@ -51,6 +51,42 @@ impl<'a> From<&'a Product> for ProductDto<'a> {
 }
 
 /// `GET /products`: every product in id order.
+#[utoipa::path(
+    get,
+    path = "/products",
+    tag = "products",
+    summary = "List products",
+    responses(
+        (status = 200, description = "Every product, ordered by id", body = [super::openapi::ProductSchema], headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn list(service: web::Data<ProductService>) -> Result<HttpResponse, ApiError> {
     let products = service.list().await?;
     respond::json(
@@ -61,6 +97,60 @@ pub(crate) async fn list(service: web::Data<ProductService>) -> Result<HttpRespo
 
 /// `POST /products`: 201 with the product and its `Location`; both fields are
 /// checked and every refusal reported (C3).
+#[utoipa::path(
+    post,
+    path = "/products",
+    tag = "products",
+    summary = "Create a product",
+    request_body(content = super::openapi::NewProductSchema, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The created product", body = super::openapi::ProductSchema, headers(
+            ("Location" = String, description = "The new product, e.g. `/products/7`"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn create(
     service: web::Data<ProductService>,
     JsonObject(body): JsonObject<ProductBody>,
@@ -83,6 +173,38 @@ struct Message {
 }
 
 /// `GET /products/{id}`: the same message for any id (C4).
+#[utoipa::path(
+    get,
+    path = "/products/{id}",
+    tag = "products",
+    summary = "The CORS message, for any id",
+    params(
+        ("id" = String, Path, description = "Any value", min_length = 1)
+    ),
+    responses(
+        (status = 200, description = "The message", body = super::openapi::MessageSchema, headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
+            ("ETag" = String, description = "Strong entity tag of the body"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn message() -> Result<HttpResponse, ApiError> {
     respond::json(
         StatusCode::OK,

@@ -13,45 +13,54 @@ use actix_web::{FromRequest, Handler, HttpResponse, Responder, web};
 use super::problem::ApiError;
 use super::{auxiliary, items, products, uploads, users};
 
-/// Registers every route of the service (spec §4) on `config`.
+/// Every route of the service (spec §4): one [`Resource`] per path.
+fn resources() -> Vec<Resource> {
+    vec![
+        Resource::at("/").get(auxiliary::greeting),
+        Resource::at("/hello").get(auxiliary::hello),
+        Resource::at("/data").get(auxiliary::data),
+        Resource::at("/login").post(auxiliary::login),
+        Resource::at("/api/users").post(auxiliary::echo),
+        Resource::at("/items").get(items::list).post(items::create),
+        Resource::at("/items/{id}")
+            .get(items::get)
+            .put(items::replace)
+            .delete(items::delete),
+        Resource::at("/users").get(users::list),
+        Resource::at("/products")
+            .get(products::list)
+            .post(products::create),
+        Resource::at("/products/{id}").get(products::message),
+        Resource::at("/profile").post(uploads::profile),
+        Resource::at("/photos/upload").post(uploads::photos),
+    ]
+}
+
+/// Registers every route on `config`.
 pub(crate) fn configure(config: &mut web::ServiceConfig) {
-    config
-        .service(Resource::at("/").get(auxiliary::greeting).build())
-        .service(Resource::at("/hello").get(auxiliary::hello).build())
-        .service(Resource::at("/data").get(auxiliary::data).build())
-        .service(Resource::at("/login").post(auxiliary::login).build())
-        .service(Resource::at("/api/users").post(auxiliary::echo).build())
-        .service(
-            Resource::at("/items")
-                .get(items::list)
-                .post(items::create)
-                .build(),
-        )
-        .service(
-            Resource::at("/items/{id}")
-                .get(items::get)
-                .put(items::replace)
-                .delete(items::delete)
-                .build(),
-        )
-        .service(Resource::at("/users").get(users::list).build())
-        .service(
-            Resource::at("/products")
-                .get(products::list)
-                .post(products::create)
-                .build(),
-        )
-        .service(
-            Resource::at("/products/{id}")
-                .get(products::message)
-                .build(),
-        )
-        .service(Resource::at("/profile").post(uploads::profile).build())
-        .service(Resource::at("/photos/upload").post(uploads::photos).build());
+    for resource in resources() {
+        config.service(resource.build());
+    }
+}
+
+/// The router's table: each path with the methods it answers, `HEAD` and
+/// `OPTIONS` included. Built from the same [`resources`] as the router, so the
+/// OpenAPI document can be checked against what is really served.
+pub fn route_table() -> Vec<(String, Vec<&'static str>)> {
+    resources()
+        .into_iter()
+        .map(|resource| {
+            (
+                resource.path,
+                resource.methods.into_iter().chain(["OPTIONS"]).collect(),
+            )
+        })
+        .collect()
 }
 
 /// One path and the methods it answers.
 struct Resource {
+    path: String,
     resource: actix_web::Resource,
     methods: Vec<&'static str>,
 }
@@ -59,6 +68,7 @@ struct Resource {
 impl Resource {
     fn at(path: &str) -> Self {
         Self {
+            path: path.to_owned(),
             resource: web::resource(path),
             methods: Vec::new(),
         }

@@ -46,6 +46,25 @@ const MAX_TEXT_FIELDS: usize = 100;
 const DRAIN_BYTES: u64 = 64 * 1024 * 1024;
 const DRAIN_TIME: Duration = Duration::from_secs(5);
 
+/// The multipart stream, never polled again once it has ended or failed:
+/// actix-multipart panics when polled after finishing, and a request must
+/// not be able to reach a panic.
+struct Parts {
+    stream: Multipart,
+    finished: bool,
+}
+
+impl Parts {
+    async fn next(&mut self) -> Option<Result<Field, MultipartError>> {
+        if self.finished {
+            return None;
+        }
+        let next = self.stream.next().await;
+        self.finished = !matches!(next, Some(Ok(_)));
+        next
+    }
+}
+
 /// Which field holds the files of a route, and how many it may hold.
 #[derive(Debug, Clone, Copy)]
 struct FileRule {
@@ -98,6 +117,58 @@ struct PhotosDto {
 }
 
 /// `POST /profile`: exactly one file in `avatar` (C5).
+#[utoipa::path(
+    post,
+    path = "/profile",
+    tag = "uploads",
+    summary = "Upload one avatar (C5)",
+    request_body(content = super::openapi::ProfileFormSchema, content_type = "multipart/form-data"),
+    responses(
+        (status = 201, description = "The stored file and the text fields", body = super::openapi::ProfileUploadSchema, headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 400, description = "No file in `avatar`, a second one, a file in another field, or a malformed body (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 413, description = "A file over `MAX_FILE_BYTES`, or a text field over 64 KiB (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 415, description = "Not `multipart/form-data` (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 500, description = "The file could not be stored; nothing was kept", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn profile(
     service: web::Data<UploadService>,
     request: HttpRequest,
@@ -111,6 +182,58 @@ pub(crate) async fn profile(
 }
 
 /// `POST /photos/upload`: 1 to 12 files in `photos` (C5).
+#[utoipa::path(
+    post,
+    path = "/photos/upload",
+    tag = "uploads",
+    summary = "Upload 1 to 12 photos (C5)",
+    request_body(content = super::openapi::PhotosFormSchema, content_type = "multipart/form-data"),
+    responses(
+        (status = 201, description = "The stored files and the text fields", body = super::openapi::PhotosUploadSchema, headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 400, description = "No file in `photos`, a 13th one, a file in another field, or a malformed body (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 413, description = "A file over `MAX_FILE_BYTES`, or a text field over 64 KiB (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 415, description = "Not `multipart/form-data` (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        )),
+        (status = 500, description = "The files could not be stored; nothing was kept", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
+            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
+            ("RateLimit-Limit" = u32, description = "Requests per window"),
+            ("RateLimit-Remaining" = u32, description = "Requests left now"),
+            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+        ))
+    )
+)]
 pub(crate) async fn photos(
     service: web::Data<UploadService>,
     request: HttpRequest,
@@ -139,11 +262,14 @@ async fn store(
             max_file_bytes: 10 * 1024 * 1024,
             idle_timeout: Duration::from_secs(30),
         });
-    let mut multipart = Multipart::new(request.headers(), payload);
-    let form = match receive(service, &mut multipart, rule, limits).await {
+    let mut parts = Parts {
+        stream: Multipart::new(request.headers(), payload),
+        finished: false,
+    };
+    let form = match receive(service, &mut parts, rule, limits).await {
         Ok(form) => form,
         Err(error) => {
-            drain(&mut multipart).await;
+            drain(&mut parts).await;
             return Err(error);
         }
     };
@@ -163,7 +289,7 @@ async fn store(
 /// Reads every part. Returning early drops the pending files (deleting them).
 async fn receive(
     service: &UploadService,
-    multipart: &mut Multipart,
+    parts: &mut Parts,
     rule: FileRule,
     limits: UploadLimits,
 ) -> Result<Form, ApiError> {
@@ -171,7 +297,7 @@ async fn receive(
         files: Vec::new(),
         fields: Map::new(),
     };
-    while let Some(field) = within(limits.idle_timeout, multipart.next()).await? {
+    while let Some(field) = within(limits.idle_timeout, parts.next()).await? {
         let mut field = field.map_err(malformed)?;
         let name = field.name().unwrap_or_default().to_owned();
         match field
@@ -259,7 +385,9 @@ async fn receive_text(field: &mut Field, limits: UploadLimits) -> Result<String,
         }
         bytes.extend_from_slice(&chunk);
     }
-    String::from_utf8(bytes).map_err(|_| ApiError::bad_request("Text fields must be UTF-8."))
+    // Echoed as JSON, which must be UTF-8: invalid bytes become U+FFFD rather
+    // than failing an upload whose files are fine.
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// A repeated text field becomes an array of its values, as multer does.
@@ -286,14 +414,13 @@ async fn within<T>(idle: Duration, next: impl Future<Output = T>) -> Result<T, A
 use std::future::Future;
 
 /// Reads and discards what is left of a refused body, within bounds.
-async fn drain(multipart: &mut Multipart) {
+async fn drain(parts: &mut Parts) {
     let started = Instant::now();
     let mut drained: u64 = 0;
     let deadline = started + DRAIN_TIME;
     while drained < DRAIN_BYTES {
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let Ok(Some(Ok(mut field))) = tokio::time::timeout(remaining, multipart.next()).await
-        else {
+        let Ok(Some(Ok(mut field))) = tokio::time::timeout(remaining, parts.next()).await else {
             return;
         };
         loop {

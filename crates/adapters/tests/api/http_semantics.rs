@@ -224,3 +224,19 @@ async fn every_response_carries_nosniff_c4() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_empty_if_match_sets_no_condition_c7() {
+    let app = spawn_app().await;
+    app.create_item("one").await;
+
+    let response = app
+        .request(Method::PUT, "/items/1")
+        .header("if-match", "")
+        .json(&json!({ "name": "two" }))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(response.status(), 200);
+}

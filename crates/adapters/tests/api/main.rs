@@ -13,6 +13,7 @@ mod failures;
 mod http_semantics;
 mod items;
 mod listing;
+mod openapi;
 mod postgres;
 mod products_and_users;
 mod rate_limit;

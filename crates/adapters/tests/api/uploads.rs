@@ -325,3 +325,42 @@ async fn concurrent_uploads_do_not_collide_c5() {
         );
     }
 }
+
+#[tokio::test]
+async fn multipart_bodies_the_parser_rejects_get_400_never_a_dropped_connection_c5() {
+    let app = spawn_app().await;
+
+    for (path, content_type, body) in [
+        ("/photos/upload", "multipart/form-data", ""),
+        ("/profile", "multipart/form-data", "--x\r\n"),
+        ("/profile", "multipart/form-data; boundary=", "--\r\n"),
+        ("/profile", "multipart/form-data; boundary=XYZ", ""),
+        (
+            "/profile",
+            "multipart/form-data; boundary=XYZ",
+            "garbage without any boundary",
+        ),
+    ] {
+        let response = app.post_raw(path, content_type, body).await;
+        assert_problem(response, 400).await;
+    }
+    // The worker that parsed them is still serving.
+    assert_eq!(app.get("/").await.status(), 200);
+    assert!(listing(app.uploads.path()).is_empty());
+}
+
+#[tokio::test]
+async fn text_fields_that_are_not_utf8_are_echoed_with_replacement_characters_c5() {
+    let app = spawn_app().await;
+    let form = Form::new()
+        .part("note", Part::bytes(vec![b'o', b'k', 0xff, 0xfe]))
+        .part("avatar", file("a.png", vec![1; 10]));
+
+    let response = post_form(&app, "/profile", form).await;
+
+    assert_eq!(response.status(), 201);
+    assert_eq!(
+        response.json::<Value>().await.unwrap()["fields"]["note"],
+        "ok\u{fffd}\u{fffd}"
+    );
+}

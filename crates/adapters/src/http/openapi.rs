@@ -1,0 +1,273 @@
+//! The OpenAPI 3.1 document of the HTTP adapter, derived from the handlers'
+//! `#[utoipa::path]` annotations and the wire-format schemas below.
+//!
+//! The schemas describe the JSON on the wire; the handlers' own DTOs borrow
+//! from domain values and stay private. Nothing keeps the two in step by
+//! construction, so CI does: schemathesis replays the document against the
+//! running binary and fails on any response that does not match it
+//! (`scripts/schemathesis.sh`), and `docs/openapi.json` must equal
+//! `items-service openapi` (a test says how to regenerate it).
+//!
+//! Not described as operations: `HEAD` (every `GET` path answers it with the
+//! same headers and no body) and `OPTIONS` (204 with `Allow`), which every
+//! path has (C7); and 405 with `Allow` for any other method.
+
+use std::collections::HashMap;
+
+use utoipa::OpenApi;
+use utoipa::ToSchema;
+
+use super::{auxiliary, items, products, uploads, users};
+
+/// An item (spec §2).
+#[derive(Debug, ToSchema)]
+#[schema(as = Item)]
+pub struct ItemSchema {
+    /// Assigned by the service from a counter that never goes back (C2).
+    #[schema(minimum = 1)]
+    pub id: i64,
+    #[schema(min_length = 1, max_length = 256)]
+    pub name: String,
+}
+
+/// The body of `POST /items` and `PUT /items/{id}`; other fields are ignored.
+#[derive(Debug, ToSchema)]
+#[schema(as = NewItem)]
+pub struct NewItemSchema {
+    /// 1 to 256 characters, kept exactly as sent (C3).
+    #[schema(min_length = 1, max_length = 256)]
+    pub name: String,
+}
+
+/// A product (spec §2).
+#[derive(Debug, ToSchema)]
+#[schema(as = Product)]
+pub struct ProductSchema {
+    #[schema(minimum = 1)]
+    pub id: i64,
+    #[schema(min_length = 1, max_length = 256)]
+    pub name: String,
+    #[schema(minimum = 0)]
+    pub price: f64,
+}
+
+/// The body of `POST /products`; other fields are ignored.
+#[derive(Debug, ToSchema)]
+#[schema(as = NewProduct)]
+pub struct NewProductSchema {
+    #[schema(min_length = 1, max_length = 256)]
+    pub name: String,
+    /// A finite JSON number, zero or more (a numeric string is refused, C3).
+    #[schema(minimum = 0)]
+    pub price: f64,
+}
+
+/// A read-only user.
+#[derive(Debug, ToSchema)]
+#[schema(as = User)]
+pub struct UserSchema {
+    pub id: i64,
+    pub name: String,
+}
+
+/// The message of `GET /products/{id}` (C4).
+#[derive(Debug, ToSchema)]
+#[schema(as = Message)]
+pub struct MessageSchema {
+    pub msg: String,
+}
+
+/// The sample object of `GET /data` (C4).
+#[derive(Debug, ToSchema)]
+#[schema(as = SampleData)]
+pub struct SampleDataSchema {
+    pub name: String,
+    pub age: i64,
+    pub email: String,
+}
+
+/// Where a refused value came from.
+#[derive(Debug, ToSchema)]
+#[schema(as = FieldLocation)]
+#[allow(dead_code)] // a schema: only its shape is used
+pub enum FieldLocationSchema {
+    #[schema(rename = "body")]
+    Body,
+    #[schema(rename = "query")]
+    Query,
+    #[schema(rename = "params")]
+    Params,
+}
+
+/// One refused value (C6), shaped like express-validator's entries.
+#[derive(Debug, ToSchema)]
+#[schema(as = FieldError)]
+pub struct FieldErrorSchema {
+    /// Always `field`.
+    #[schema(rename = "type")]
+    pub kind: String,
+    /// The value as received; absent when the value was missing.
+    #[schema(value_type = Option<serde_json::Value>, required = false)]
+    pub value: Option<serde_json::Value>,
+    pub msg: String,
+    pub path: String,
+    pub location: FieldLocationSchema,
+}
+
+/// The body of `GET /hello` without a non-empty `person` (spec §7, C4).
+#[derive(Debug, ToSchema)]
+#[schema(as = ValidationErrors)]
+pub struct ValidationErrorsSchema {
+    pub errors: Vec<FieldErrorSchema>,
+}
+
+/// An RFC 9457 problem document: every error the spec does not define (C6).
+#[derive(Debug, ToSchema)]
+#[schema(as = Problem)]
+pub struct ProblemSchema {
+    /// Always `about:blank`.
+    #[schema(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// Present on validation failures: one entry per refused value.
+    #[schema(required = false)]
+    pub errors: Option<Vec<FieldErrorSchema>>,
+}
+
+/// The form of `POST /login`.
+#[derive(Debug, ToSchema)]
+#[schema(as = LoginForm)]
+pub struct LoginFormSchema {
+    #[schema(min_length = 1)]
+    pub username: String,
+}
+
+/// Any JSON object (`POST /api/users` echoes it).
+#[derive(Debug, ToSchema)]
+#[schema(as = AnyObject)]
+pub struct AnyObjectSchema(pub HashMap<String, serde_json::Value>);
+
+/// A stored file, as multer describes one (C4).
+#[derive(Debug, ToSchema)]
+#[schema(as = UploadedFile)]
+pub struct UploadedFileSchema {
+    pub fieldname: String,
+    /// The client's file name, reported only: never used as a path.
+    pub originalname: String,
+    pub mimetype: String,
+    /// The stored name: 32 random lowercase hex characters.
+    #[schema(pattern = "^[0-9a-f]{32}$")]
+    pub filename: String,
+    pub size: u64,
+}
+
+/// The answer of `POST /profile`.
+#[derive(Debug, ToSchema)]
+#[schema(as = ProfileUpload)]
+pub struct ProfileUploadSchema {
+    pub file: UploadedFileSchema,
+    /// The text fields sent; a repeated field becomes an array.
+    pub fields: HashMap<String, serde_json::Value>,
+}
+
+/// The answer of `POST /photos/upload`.
+#[derive(Debug, ToSchema)]
+#[schema(as = PhotosUpload)]
+pub struct PhotosUploadSchema {
+    #[schema(min_items = 1, max_items = 12)]
+    pub files: Vec<UploadedFileSchema>,
+    pub fields: HashMap<String, serde_json::Value>,
+}
+
+/// The form of `POST /profile`: exactly one file in `avatar`, any text fields.
+#[derive(Debug, ToSchema)]
+#[schema(as = ProfileForm)]
+pub struct ProfileFormSchema {
+    #[schema(value_type = String, format = Binary)]
+    pub avatar: Vec<u8>,
+}
+
+/// The form of `POST /photos/upload`: 1 to 12 files in `photos`, any text fields.
+#[derive(Debug, ToSchema)]
+#[schema(as = PhotosForm)]
+pub struct PhotosFormSchema {
+    #[schema(value_type = Vec<String>, format = Binary, min_items = 1, max_items = 12)]
+    pub photos: Vec<Vec<u8>>,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "items-service",
+        description = "A JSON-over-HTTP service for items, products and users. Every GET path also \
+answers HEAD; every path answers OPTIONS (204 with Allow) and any other method with 405, Allow and \
+a problem body. Responses to requests with Origin carry Access-Control-Allow-Origin: *. Every \
+response carries X-Content-Type-Options: nosniff.",
+        license(name = "MIT")
+    ),
+    paths(
+        items::list,
+        items::create,
+        items::get,
+        items::replace,
+        items::delete,
+        users::list,
+        products::list,
+        products::create,
+        products::message,
+        auxiliary::greeting,
+        auxiliary::hello,
+        auxiliary::data,
+        auxiliary::login,
+        auxiliary::echo,
+        uploads::profile,
+        uploads::photos,
+    ),
+    components(schemas(
+        ItemSchema, NewItemSchema, ProductSchema, NewProductSchema, UserSchema, MessageSchema,
+        SampleDataSchema, FieldErrorSchema, FieldLocationSchema, ValidationErrorsSchema, ProblemSchema,
+        LoginFormSchema, AnyObjectSchema, UploadedFileSchema, ProfileUploadSchema, PhotosUploadSchema,
+        ProfileFormSchema, PhotosFormSchema,
+    )),
+    tags(
+        (name = "items", description = "The items collection"),
+        (name = "users", description = "Read-only users"),
+        (name = "products", description = "The products collection"),
+        (name = "auxiliary", description = "Greeting, validation, sample data, login, echo"),
+        (name = "uploads", description = "Multipart file uploads"),
+    )
+)]
+struct ApiDoc;
+
+/// The document as pretty JSON, exactly as `items-service openapi` prints it.
+pub fn openapi_json() -> String {
+    ApiDoc::openapi()
+        .to_pretty_json()
+        .unwrap_or_else(|error| format!("{{\"error\":\"{error}\"}}"))
+}
+
+/// The (path, method) pairs the document describes, for the test that
+/// compares them with the router's table.
+pub fn documented_operations() -> Vec<(String, String)> {
+    let document = ApiDoc::openapi();
+    let mut operations = Vec::new();
+    for (path, item) in &document.paths.paths {
+        let methods = [
+            ("GET", item.get.is_some()),
+            ("POST", item.post.is_some()),
+            ("PUT", item.put.is_some()),
+            ("DELETE", item.delete.is_some()),
+            ("PATCH", item.patch.is_some()),
+            ("HEAD", item.head.is_some()),
+            ("OPTIONS", item.options.is_some()),
+        ];
+        for (method, present) in methods {
+            if present {
+                operations.push((path.clone(), method.to_owned()));
+            }
+        }
+    }
+    operations
+}
