@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, as the README and CI run it.
+# The whole test suite, as the README and CI run it: every cargo test, then
+# schemathesis against the running binary.
 #
 # The PostgreSQL tests use TEST_DATABASE_URL; it defaults to the server every
 # machine of this project runs (127.0.0.1:5432, trust auth), and the suite
@@ -17,3 +18,6 @@ if ! timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5432' 2>/dev/null && [[ "$TE
 fi
 
 cargo test --workspace
+
+# The live binary against its own OpenAPI document (property-based).
+bash scripts/schemathesis.sh

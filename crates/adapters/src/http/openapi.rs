@@ -14,8 +14,9 @@
 
 use std::collections::HashMap;
 
-use utoipa::OpenApi;
-use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
+use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::{auxiliary, items, products, uploads, users};
 
@@ -197,8 +198,41 @@ pub struct PhotosFormSchema {
     pub photos: Vec<Vec<u8>>,
 }
 
+/// Adds to the upload forms what their derive cannot say: besides the file
+/// field, any number of text fields (echoed in `fields`). A part's name
+/// travels quoted in its `Content-Disposition` header, where a control
+/// character, a quote or a backslash makes the body malformed (400); any
+/// other name is accepted. A text value over 64 KiB is refused with 413
+/// (documented on that response, not as a schema bound, since a bound
+/// would promise a 400).
+struct TextFields;
+
+/// The names a text field may have: no control character, quote or backslash.
+const FIELD_NAME_PATTERN: &str = "^[^\\x00-\\x1f\\x7f\"\\\\]*$";
+
+impl Modify for TextFields {
+    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
+        let Some(components) = document.components.as_mut() else {
+            return;
+        };
+        for form in ["ProfileForm", "PhotosForm"] {
+            if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(form) {
+                // Any value: in multipart every value travels as text, and a
+                // repeated name comes back as an array of its values.
+                object.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(true)));
+                let name = ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some(FIELD_NAME_PATTERN))
+                    .build();
+                object.property_names = Some(Box::new(Schema::Object(name)));
+            }
+        }
+    }
+}
+
 #[derive(OpenApi)]
 #[openapi(
+    modifiers(&TextFields),
     info(
         title = "items-service",
         description = "A JSON-over-HTTP service for items, products and users. Every GET path also \
