@@ -5,6 +5,7 @@
 
 mod helpers;
 
+mod browser;
 mod lifecycle;
 mod startup;
 mod two_instances;
