@@ -26,7 +26,7 @@ fn main() -> ExitCode {
         println!("{}", items_adapters::http::openapi::openapi_json());
         return ExitCode::SUCCESS;
     }
-    telemetry::init(config.log_format);
+    let _log_writer = telemetry::init(config.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -47,31 +47,50 @@ pub struct RateLimitSettings {
 }
 
 /// What the headers announce: the budget, the window and the refill period.
-#[derive(Debug, Clone, Copy)]
+/// The two constant header values are rendered once, not per request.
+#[derive(Debug, Clone)]
 pub(crate) struct Policy {
     limit: u32,
-    window: Duration,
     period: Duration,
+    policy_header: HeaderValue,
+    limit_header: HeaderValue,
 }
 
 impl Policy {
-    /// `RateLimit-Policy: 100;w=900`, the window in whole seconds, rounded up
-    /// like express-rate-limit's draft-6 headers.
-    fn header(&self) -> String {
-        format!("{};w={}", self.limit, ceil_secs(self.window))
+    fn new(limit: u32, window: Duration, period: Duration) -> Self {
+        Self {
+            limit,
+            period,
+            policy_header: policy_header(limit, window),
+            limit_header: HeaderValue::from(limit),
+        }
     }
 
     fn insert(&self, headers: &mut HeaderMap, remaining: u32, reset: Duration) {
-        let mut set = |name: &'static str, value: String| {
-            if let Ok(value) = HeaderValue::try_from(value) {
-                headers.insert(HeaderName::from_static(name), value);
-            }
-        };
-        set("ratelimit-policy", self.header());
-        set("ratelimit-limit", self.limit.to_string());
-        set("ratelimit-remaining", remaining.to_string());
-        set("ratelimit-reset", ceil_secs(reset).to_string());
+        headers.insert(
+            HeaderName::from_static("ratelimit-policy"),
+            self.policy_header.clone(),
+        );
+        headers.insert(
+            HeaderName::from_static("ratelimit-limit"),
+            self.limit_header.clone(),
+        );
+        headers.insert(
+            HeaderName::from_static("ratelimit-remaining"),
+            HeaderValue::from(remaining),
+        );
+        headers.insert(
+            HeaderName::from_static("ratelimit-reset"),
+            HeaderValue::from(ceil_secs(reset)),
+        );
     }
+}
+
+/// `RateLimit-Policy: 100;w=900`, the window in whole seconds, rounded up
+/// like express-rate-limit's draft-6 headers.
+fn policy_header(limit: u32, window: Duration) -> HeaderValue {
+    HeaderValue::try_from(format!("{limit};w={}", ceil_secs(window)))
+        .unwrap_or_else(|_| HeaderValue::from_static("invalid"))
 }
 
 fn ceil_secs(duration: Duration) -> u64 {
@@ -80,7 +99,7 @@ fn ceil_secs(duration: Duration) -> u64 {
 
 /// The rate-limit key: the client's IP address; IPv6 clients by their /56
 /// prefix (one subscriber's usual allocation, and express-rate-limit's default).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct ClientIp {
     trust_proxy: bool,
     policy: Policy,
@@ -164,15 +183,11 @@ impl RateLimiter {
         let limit = settings.max.map_or(1, NonZeroU32::get);
         // At least one nanosecond: governor refuses a zero period.
         let period = (settings.window / limit).max(Duration::from_nanos(1));
-        let policy = Policy {
-            limit,
-            window: settings.window,
-            period,
-        };
+        let policy = Policy::new(limit, settings.window, period);
         let config = GovernorConfigBuilder::default()
             .key_extractor(ClientIp {
                 trust_proxy: settings.trust_proxy,
-                policy,
+                policy: policy.clone(),
             })
             .period(period)
             .burst_size(limit)
@@ -190,7 +205,7 @@ impl RateLimiter {
     }
 
     pub(crate) fn policy(&self) -> Policy {
-        self.policy
+        self.policy.clone()
     }
 
     /// The middleware; a pass-through when limiting is off.
@@ -230,7 +245,7 @@ const LEGACY: [&str; 4] = [
 /// again after the other `limit - remaining` refill — an upper bound, off by
 /// less than one period, since governor keeps the exact arrival time private.
 pub(crate) async fn standard_headers(
-    policy: Policy,
+    policy: std::sync::Arc<Policy>,
     request: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
@@ -290,18 +305,11 @@ mod tests {
 
     #[test]
     fn the_policy_header_names_the_budget_and_the_window_in_seconds_c9() {
-        let policy = Policy {
-            limit: 100,
-            window: Duration::from_millis(900_000),
-            period: Duration::from_secs(9),
-        };
-        assert_eq!(policy.header(), "100;w=900");
-        let odd = Policy {
-            limit: 5,
-            window: Duration::from_millis(1_500),
-            period: Duration::from_millis(300),
-        };
-        assert_eq!(odd.header(), "5;w=2");
+        assert_eq!(
+            policy_header(100, Duration::from_millis(900_000)),
+            "100;w=900"
+        );
+        assert_eq!(policy_header(5, Duration::from_millis(1_500)), "5;w=2");
     }
 
     #[test]

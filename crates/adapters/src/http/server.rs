@@ -66,7 +66,7 @@ impl HttpServer {
         // One limiter for all workers, so a client's budget is per process,
         // not per worker thread.
         let limiter = Arc::new(RateLimiter::new(settings.rate_limit));
-        let policy = limiter.policy();
+        let policy = Arc::new(limiter.policy());
         let shared_limiter = Arc::clone(&limiter);
         let server = actix_web::HttpServer::new(move || {
             // Outermost last: edge (log, nosniff) → CORS (answers preflights,
@@ -85,8 +85,9 @@ impl HttpServer {
                 // inner future: the router's is boxed, `from_fn`'s is not, so
                 // the limiter sits right on the router.
                 .wrap(shared_limiter.middleware())
-                .wrap(from_fn(move |request, next| {
-                    standard_headers(policy, request, next)
+                .wrap(from_fn({
+                    let policy = Arc::clone(&policy);
+                    move |request, next| standard_headers(Arc::clone(&policy), request, next)
                 }))
                 .wrap(from_fn(entity_tags))
                 .wrap(cors())
@@ -159,10 +160,9 @@ async fn edge(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let started = Instant::now();
-    let method = request.method().clone();
-    let path = request.path().to_owned();
     // No clone of the request may be held across `next.call`: routing needs
-    // the only reference to write the path's match info. Inner layers answer
+    // the only reference to write the path's match info. Method and path are
+    // read back from the response's request instead. Inner layers answer
     // with `Ok` responses (errors are rendered by `ApiError`), so `?` here
     // only passes on what actix-web itself would render.
     let mut response = next.call(request).await?.map_into_boxed_body();
@@ -170,10 +170,11 @@ async fn edge(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+    let request = response.request();
     tracing::info!(
         target: "items_service::request",
-        %method,
-        %path,
+        method = %request.method(),
+        path = request.path(),
         status = response.status().as_u16(),
         latency_us = started.elapsed().as_micros() as u64,
     );

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Load benchmark of items-service against a minimal actix-web baseline.
+
+Each server runs pinned to core 0 with one worker (`taskset -c 0`; the
+service sizes its workers from the affinity mask, the baseline is fixed at
+one), wrk runs pinned to core 1. For every scenario both servers start fresh,
+get the same preloaded store, and are measured in turn, A B A B ..., over
+BENCH_ROUNDS rounds of BENCH_SECONDS each; the table shows medians.
+
+CPU time per request is the server's user+system time (from /proc/PID/stat)
+over the measured run divided by the requests it served: the fair figure when
+wrk, not the server, saturates its core first.
+"""
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WRK = os.path.join(ROOT, "bench", "wrk")
+SERVICE = os.path.join(ROOT, "target", "release", "items-service")
+BASELINE = os.path.join(ROOT, "target", "release", "bench-baseline")
+SECONDS = int(os.environ.get("BENCH_SECONDS", "5"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "50"))
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Server:
+    def __init__(self, name, binary, env):
+        self.name = name
+        self.port = free_port()
+        environment = dict(os.environ, HOST="127.0.0.1", PORT=str(self.port), **env)
+        self.process = subprocess.Popen(
+            ["taskset", "-c", "0", binary], env=environment,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 20
+        while True:
+            try:
+                urllib.request.urlopen(self.url("/"), timeout=1).read()
+                return
+            except OSError:
+                if time.time() > deadline:
+                    raise RuntimeError(f"{name} did not start")
+                time.sleep(0.05)
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def cpu_seconds(self):
+        with open(f"/proc/{self.process.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+    def rss_mib(self):
+        with open(f"/proc/{self.process.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=35)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def wrk(server, path="/", script=None, args=(), seconds=SECONDS, connections=CONNECTIONS):
+    command = ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
+    if script:
+        command += ["-s", os.path.join(WRK, script)]
+    command.append(server.url(path))
+    if args:
+        command += ["--", *map(str, args)]
+    before = server.cpu_seconds()
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    cpu = server.cpu_seconds() - before
+    requests = int(re.search(r"(\d+) requests in", output).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    return {
+        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
+        "p50": latency(output, "50%"),
+        "p99": latency(output, "99%"),
+        "cpu_us": cpu * 1e6 / max(requests, 1),
+        "non_2xx": int(errors.group(1)) if errors else 0,
+    }
+
+
+def latency(output, percentile):
+    value, unit = re.search(rf"{percentile}\s+([\d.]+)(us|ms|s)", output).groups()
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def preload(server, count):
+    """Creates `count` items (a few more under load; ids 1..count exist)."""
+    if count <= 1000:
+        for n in range(count):
+            body = ('{"name":"item-%011d"}' % n).encode()
+            request = urllib.request.Request(server.url("/items"), data=body, method="POST",
+                                             headers={"Content-Type": "application/json"})
+            urllib.request.urlopen(request).read()
+    else:
+        # wrk stops sending at the limit but only exits at its duration, so
+        # watch the count and end it as soon as the store is full.
+        loader = subprocess.Popen(
+            ["taskset", "-c", "1", "wrk", "-t1", "-c1", "-d600s", "-s", os.path.join(WRK, "post.lua"),
+             server.url("/items"), "--", str(count)], stdout=subprocess.DEVNULL)
+        try:
+            while not exists(server, count):
+                if loader.poll() is not None:
+                    raise RuntimeError("the preload stopped early")
+                time.sleep(0.2)
+        finally:
+            loader.terminate()
+            loader.wait()
+
+
+def exists(server, item_id):
+    """Whether item `item_id` exists; ids are handed out in order over one
+    connection, so when the last one exists, all do."""
+    try:
+        urllib.request.urlopen(server.url(f"/items/{item_id}")).read()
+        return True
+    except OSError:
+        return False
+
+
+def total(server):
+    with urllib.request.urlopen(server.url("/items?limit=1")) as response:
+        return int(response.headers.get("X-Total-Count") or 0)
+
+
+# name, items to preload, path, wrk script, script arguments
+SCENARIOS = [
+    ("GET /", 0, "/", None, []),
+    ("GET /items/{id}, 100 items", 100, "/", "get_rotating.lua", [100]),
+    ("GET /items/{id}, 100,000 items", 100_000, "/", "get_rotating.lua", [100_000]),
+    ("POST /items", 0, "/", "post.lua", []),
+    ("PUT /items/{id}", 100, "/", "put_rotating.lua", [100]),
+    ("GET /items, 1,000 items", 1000, "/items", None, []),
+    ("80% GET + 20% POST", 100, "/", "mix.lua", [100]),
+]
+
+CONFIGS = [
+    ("limiter off", {"RATE_LIMIT_MAX": "0"}, None),
+    ("limiter off, RUST_LOG=warn", {"RATE_LIMIT_MAX": "0", "RUST_LOG": "warn"}, 4),
+    ("limiter on (huge budget)", {"RATE_LIMIT_MAX": "1000000000"}, 4),
+]
+
+
+def measure(config_env, scenario):
+    name, items, path, script, args = scenario
+    servers = [Server("service", SERVICE, config_env), Server("baseline", BASELINE, {})]
+    try:
+        for server in servers:
+            preload(server, items)
+        runs = {server.name: [] for server in servers}
+        for round_ in range(ROUNDS):
+            order = servers if round_ % 2 == 0 else list(reversed(servers))
+            for server in order:
+                runs[server.name].append(wrk(server, path, script, args))
+        return {who: {key: statistics.median(run[key] for run in results) for key in results[0]}
+                for who, results in runs.items()}
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def memory():
+    idle = Server("service", SERVICE, {"RATE_LIMIT_MAX": "0", "RUST_LOG": "warn"})
+    try:
+        idle_rss = idle.rss_mib()
+        preload(idle, 1_000_000)
+        return idle_rss, total(idle), idle.rss_mib()
+    finally:
+        idle.stop()
+
+
+def main():
+    lines = [f"# Load benchmark — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
+             f"{ROUNDS} rounds × {SECONDS} s per server and scenario, wrk -t1 -c{CONNECTIONS} on core 1, "
+             f"each server on core 0 with one worker; medians.", ""]
+    for config, env, only in CONFIGS:
+        lines += [f"## {config}", "",
+                  "| scenario | service req/s | baseline req/s | ratio | service p50 / p99 ms | baseline p50 / p99 ms "
+                  "| service CPU µs/req | baseline CPU µs/req | CPU ratio |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for scenario in SCENARIOS[: only or len(SCENARIOS)]:
+            result = measure(env, scenario)
+            s, b = result["service"], result["baseline"]
+            line = (f"| {scenario[0]} | {s['rps']:,.0f} | {b['rps']:,.0f} | {s['rps'] / b['rps']:.2f} "
+                    f"| {s['p50']:.2f} / {s['p99']:.2f} | {b['p50']:.2f} / {b['p99']:.2f} "
+                    f"| {s['cpu_us']:.1f} | {b['cpu_us']:.1f} | {s['cpu_us'] / b['cpu_us']:.2f} |")
+            if s["non_2xx"] or b["non_2xx"]:
+                line += f" non-2xx: service {s['non_2xx']:.0f}, baseline {b['non_2xx']:.0f}"
+            print(line, flush=True)
+            lines.append(line)
+        lines.append("")
+    idle_rss, total, loaded_rss = memory()
+    lines += ["## Memory (service, RUST_LOG=warn)", "",
+              f"- idle RSS after start: {idle_rss:.1f} MiB",
+              f"- RSS with {total:,} items of 16-character names: {loaded_rss:.1f} MiB", ""]
+    print("\n".join(lines[-4:]))
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench", "results", "latest.md"), "w") as out:
+        out.write("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
