@@ -24,25 +24,10 @@ use super::respond;
     summary = "Greeting",
     responses(
         (status = 200, description = "`Hello World!`", body = String, content_type = "text/plain", headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         )),
         (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         ))
     )
 )]
@@ -70,25 +55,10 @@ struct ValidationErrors {
             (String = "text/plain"),
             (super::openapi::ValidationErrorsSchema = "application/json")
         ), headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         )),
         (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         ))
     )
 )]
@@ -127,25 +97,10 @@ struct SampleData {
     summary = "Sample data",
     responses(
         (status = 200, description = "The sample object", body = super::openapi::SampleDataSchema, headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         )),
         (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         ))
     )
 )]
@@ -185,43 +140,11 @@ impl FromRequest for UrlEncodedForm {
     summary = "Form login",
     request_body(content = super::openapi::LoginFormSchema, content_type = "application/x-www-form-urlencoded"),
     responses(
-        (status = 200, description = "`welcome, USERNAME`", body = String, content_type = "text/plain", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 400, description = "Missing or empty `username` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 415, description = "Not `application/x-www-form-urlencoded` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        ))
+        (status = 200, description = "`welcome, USERNAME`", body = String, content_type = "text/plain"),
+        (status = 400, description = "Missing or empty `username` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 415, description = "Not `application/x-www-form-urlencoded` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn login(
@@ -258,43 +181,11 @@ pub(crate) struct AnyObject(Map<String, Value>);
     summary = "Echo a JSON object",
     request_body(content = super::openapi::AnyObjectSchema, content_type = "application/json"),
     responses(
-        (status = 200, description = "The object sent, unchanged", body = super::openapi::AnyObjectSchema, headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 400, description = "Not JSON, or not an object (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        ))
+        (status = 200, description = "The object sent, unchanged", body = super::openapi::AnyObjectSchema),
+        (status = 400, description = "Not JSON, or not an object (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn echo(

@@ -182,38 +182,14 @@ fn parse_limit(raw: &str) -> Result<PageLimit, &'static str> {
         (status = 200, description = "The items, ordered by id", body = [super::openapi::ItemSchema], headers(
             ("ETag" = String, description = "Strong entity tag of the body"),
             ("X-Total-Count" = u64, description = "Items matching `name` in the whole collection"),
-            ("Link" = String, description = "`</items?limit=L&after=ID>; rel=\"next\"` when more follow"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("Link" = String, description = "`</items?limit=L&after=ID>; rel=\"next\"` when more follow")
         )),
         (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         )),
-        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
         (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("Retry-After" = u64, description = "Seconds to wait before retrying")
         ))
     )
 )]
@@ -252,38 +228,14 @@ pub(crate) async fn list(
     ),
     responses(
         (status = 200, description = "The item", body = super::openapi::ItemSchema, headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         )),
         (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         )),
-        (status = 404, description = "No item has this id: the plain text `Item not found`", body = String, content_type = "text/plain", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
+        (status = 404, description = "No item has this id: the plain text `Item not found`", body = String, content_type = "text/plain"),
         (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("Retry-After" = u64, description = "Seconds to wait before retrying")
         ))
     )
 )]
@@ -305,49 +257,14 @@ pub(crate) async fn get(
     request_body(content = super::openapi::NewItemSchema, content_type = "application/json"),
     responses(
         (status = 201, description = "The created item", body = super::openapi::ItemSchema, headers(
-            ("Location" = String, description = "The new resource, e.g. `/items/7`"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("Location" = String, description = "The new resource, e.g. `/items/7`")
         )),
-        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
         (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("Retry-After" = u64, description = "Seconds to wait before retrying")
         ))
     )
 )]
@@ -372,61 +289,15 @@ pub(crate) async fn create(
     ),
     request_body(content = super::openapi::NewItemSchema, content_type = "application/json"),
     responses(
-        (status = 200, description = "The replaced item: the path id and the new name", body = super::openapi::ItemSchema, headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 404, description = "No item has this id: the plain text `Item not found`", body = String, content_type = "text/plain", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 412, description = "`If-Match` does not name the current `ETag`; nothing changed (C7)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
+        (status = 200, description = "The replaced item: the path id and the new name", body = super::openapi::ItemSchema),
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 404, description = "No item has this id: the plain text `Item not found`", body = String, content_type = "text/plain"),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 412, description = "`If-Match` does not name the current `ETag`; nothing changed (C7)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
         (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("Retry-After" = u64, description = "Seconds to wait before retrying")
         ))
     )
 )]
@@ -461,25 +332,9 @@ pub(crate) async fn replace(
         ("id" = String, Path, description = "A base-10 integer; anything else names no item (C2)", min_length = 1)
     ),
     responses(
-        (status = 204, description = "Deleted, or there was no such item", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
+        (status = 204, description = "Deleted, or there was no such item"),
         (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("Retry-After" = u64, description = "Seconds to wait before retrying")
         ))
     )
 )]

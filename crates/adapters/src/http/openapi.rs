@@ -14,8 +14,11 @@
 
 use std::collections::HashMap;
 
-use utoipa::openapi::RefOr;
+use utoipa::openapi::header::{Header, HeaderBuilder};
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr};
 use utoipa::{Modify, OpenApi, ToSchema};
 
 use super::{auxiliary, items, products, uploads, users};
@@ -230,9 +233,84 @@ impl Modify for TextFields {
     }
 }
 
+/// Rate limiting applies to every operation (C9), so it is described here
+/// once instead of on each handler: a 429 response on every operation, and
+/// the `RateLimit-*` headers on every response (present when limiting is on).
+struct RateLimiting;
+
+impl RateLimiting {
+    const HEADERS: [(&'static str, &'static str, Type); 4] = [
+        (
+            "RateLimit-Policy",
+            "The budget and window, e.g. `100;w=900`",
+            Type::String,
+        ),
+        ("RateLimit-Limit", "Requests per window", Type::Integer),
+        ("RateLimit-Remaining", "Requests left now", Type::Integer),
+        (
+            "RateLimit-Reset",
+            "Seconds until the whole budget is back",
+            Type::Integer,
+        ),
+    ];
+
+    fn header(description: &str, kind: Type) -> Header {
+        HeaderBuilder::new()
+            .schema(ObjectBuilder::new().schema_type(kind).build())
+            .description(Some(format!("{description} (when rate limiting is on)")))
+            .build()
+    }
+
+    fn too_many_requests() -> Response {
+        let problem = ContentBuilder::new()
+            .schema(Some(Ref::from_schema_name("Problem")))
+            .build();
+        ResponseBuilder::new()
+            .description("Over the rate-limit budget (C9)")
+            .content("application/problem+json", problem)
+            .header(
+                "Retry-After",
+                Self::header("Seconds to wait before retrying", Type::Integer),
+            )
+            .build()
+    }
+
+    fn apply(operation: &mut Operation) {
+        let responses = &mut operation.responses.responses;
+        responses
+            .entry("429".to_owned())
+            .or_insert_with(|| RefOr::T(Self::too_many_requests()));
+        for response in responses.values_mut() {
+            if let RefOr::T(response) = response {
+                for (name, description, kind) in Self::HEADERS {
+                    response
+                        .headers
+                        .insert(name.to_owned(), Self::header(description, kind));
+                }
+            }
+        }
+    }
+}
+
+impl Modify for RateLimiting {
+    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
+        for item in document.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+            ];
+            for operation in operations.into_iter().flatten() {
+                Self::apply(operation);
+            }
+        }
+    }
+}
+
 #[derive(OpenApi)]
 #[openapi(
-    modifiers(&TextFields),
+    modifiers(&TextFields, &RateLimiting),
     info(
         title = "items-service",
         description = "A JSON-over-HTTP service for items, products and users. Every GET path also \

@@ -58,32 +58,13 @@ impl<'a> From<&'a Product> for ProductDto<'a> {
     summary = "List products",
     responses(
         (status = 200, description = "Every product, ordered by id", body = [super::openapi::ProductSchema], headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         )),
         (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         )),
         (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("Retry-After" = u64, description = "Seconds to wait before retrying")
         ))
     )
 )]
@@ -105,49 +86,14 @@ pub(crate) async fn list(service: web::Data<ProductService>) -> Result<HttpRespo
     request_body(content = super::openapi::NewProductSchema, content_type = "application/json"),
     responses(
         (status = 201, description = "The created product", body = super::openapi::ProductSchema, headers(
-            ("Location" = String, description = "The new product, e.g. `/products/7`"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("Location" = String, description = "The new product, e.g. `/products/7`")
         )),
-        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
         (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("Retry-After" = u64, description = "Seconds to wait before retrying")
         ))
     )
 )]
@@ -183,25 +129,10 @@ struct Message {
     ),
     responses(
         (status = 200, description = "The message", body = super::openapi::MessageSchema, headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         )),
         (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         ))
     )
 )]

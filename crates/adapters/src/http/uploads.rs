@@ -124,49 +124,12 @@ struct PhotosDto {
     summary = "Upload one avatar (C5)",
     request_body(content = super::openapi::ProfileFormSchema, content_type = "multipart/form-data"),
     responses(
-        (status = 201, description = "The stored file and the text fields", body = super::openapi::ProfileUploadSchema, headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 400, description = "No file in `avatar`, a second one, a file in another field, or a malformed body (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 413, description = "A file over `MAX_FILE_BYTES`, or a text field over 64 KiB (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 415, description = "Not `multipart/form-data` (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 500, description = "The file could not be stored; nothing was kept", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        ))
+        (status = 201, description = "The stored file and the text fields", body = super::openapi::ProfileUploadSchema),
+        (status = 400, description = "No file in `avatar`, a second one, a file in another field, or a malformed body (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 413, description = "A file over `MAX_FILE_BYTES`, or a text field over 64 KiB (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 415, description = "Not `multipart/form-data` (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 500, description = "The file could not be stored; nothing was kept", body = super::openapi::ProblemSchema, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn profile(
@@ -189,49 +152,12 @@ pub(crate) async fn profile(
     summary = "Upload 1 to 12 photos (C5)",
     request_body(content = super::openapi::PhotosFormSchema, content_type = "multipart/form-data"),
     responses(
-        (status = 201, description = "The stored files and the text fields", body = super::openapi::PhotosUploadSchema, headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 400, description = "No file in `photos`, a 13th one, a file in another field, or a malformed body (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 413, description = "A file over `MAX_FILE_BYTES`, or a text field over 64 KiB (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 415, description = "Not `multipart/form-data` (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 500, description = "The files could not be stored; nothing was kept", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        ))
+        (status = 201, description = "The stored files and the text fields", body = super::openapi::PhotosUploadSchema),
+        (status = 400, description = "No file in `photos`, a 13th one, a file in another field, or a malformed body (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 413, description = "A file over `MAX_FILE_BYTES`, or a text field over 64 KiB (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 415, description = "Not `multipart/form-data` (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 500, description = "The files could not be stored; nothing was kept", body = super::openapi::ProblemSchema, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn photos(

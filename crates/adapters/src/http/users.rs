@@ -30,32 +30,13 @@ impl<'a> From<&'a User> for UserDto<'a> {
     summary = "List the read-only users",
     responses(
         (status = 200, description = "Every user", body = [super::openapi::UserSchema], headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         )),
         (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
-        )),
-        (status = 429, description = "Over the rate-limit budget (C9)", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("ETag" = String, description = "Strong entity tag of the body")
         )),
         (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying"),
-            ("RateLimit-Policy" = String, description = "The budget and window, e.g. `100;w=900` (when rate limiting is on)"),
-            ("RateLimit-Limit" = u32, description = "Requests per window"),
-            ("RateLimit-Remaining" = u32, description = "Requests left now"),
-            ("RateLimit-Reset" = u64, description = "Seconds until the whole budget is back")
+            ("Retry-After" = u64, description = "Seconds to wait before retrying")
         ))
     )
 )]
