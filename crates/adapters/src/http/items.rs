@@ -93,35 +93,23 @@ impl ListParams {
                 ApiError::bad_request(format!("The query string is malformed: {error}"))
             })?;
         let mut query = ItemQuery::default();
+        let mut seen: Vec<&'static str> = Vec::new();
         let mut errors = Vec::new();
-        let mut seen: [bool; 3] = [false; 3];
         for (key, value) in pairs {
-            let (slot, path, parsed) = match key.as_str() {
-                "limit" => (
-                    0,
-                    "limit",
-                    parse_limit(&value).map(|limit| query.limit = Some(limit)),
-                ),
-                "after" => (
-                    1,
-                    "after",
-                    Id::parse(&value)
-                        .map(|id| query.after = Some(id))
-                        .ok_or("after must be an item id (a base-10 integer)"),
-                ),
-                "name" => (
-                    2,
-                    "name",
-                    Name::parse(&value)
-                        .map(|name| query.name = Some(name))
-                        .map_err(|_| "name must be 1 to 256 characters"),
-                ),
-                _ => continue, // unknown parameters are ignored, like unknown body fields
+            // Unknown parameters are ignored, like unknown body fields.
+            let Some(path) = ["limit", "after", "name"]
+                .into_iter()
+                .find(|known| *known == key)
+            else {
+                continue;
             };
-            let refusal = if std::mem::replace(&mut seen[slot], true) {
-                Some("must be given at most once")
+            let refusal = if seen.contains(&path) {
+                Some(format!("{path} must be given at most once"))
             } else {
-                parsed.err()
+                seen.push(path);
+                set_parameter(&mut query, path, &value)
+                    .err()
+                    .map(str::to_owned)
             };
             if let Some(msg) = refusal {
                 errors.push(FieldError::new(
@@ -153,6 +141,19 @@ impl ListParams {
         link.push_str(">; rel=\"next\"");
         Some(link)
     }
+}
+
+/// Reads one known query parameter into `query`, or says which rule it broke.
+fn set_parameter(query: &mut ItemQuery, path: &str, raw: &str) -> Result<(), &'static str> {
+    match path {
+        "limit" => query.limit = Some(parse_limit(raw)?),
+        "after" => {
+            query.after =
+                Some(Id::parse(raw).ok_or("after must be an item id (a base-10 integer)")?)
+        }
+        _ => query.name = Some(Name::parse(raw).map_err(|_| "name must be 1 to 256 characters")?),
+    }
+    Ok(())
 }
 
 fn parse_limit(raw: &str) -> Result<PageLimit, &'static str> {

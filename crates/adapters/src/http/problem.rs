@@ -162,7 +162,7 @@ pub(crate) fn problem_response(
     status: StatusCode,
     detail: String,
     errors: &[FieldError],
-) -> HttpResponseBuilderWithBody {
+) -> ProblemResponse {
     let problem = Problem {
         kind: "about:blank",
         title: status.canonical_reason().unwrap_or("Error"),
@@ -175,16 +175,16 @@ pub(crate) fn problem_response(
     let body = serde_json::to_vec(&problem).unwrap_or_else(|_| b"{}".to_vec());
     let mut builder = HttpResponse::build(status);
     builder.insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)));
-    HttpResponseBuilderWithBody { builder, body }
+    ProblemResponse { builder, body }
 }
 
 /// A problem response whose headers may still be extended before it is sent.
-pub(crate) struct HttpResponseBuilderWithBody {
+pub(crate) struct ProblemResponse {
     builder: HttpResponseBuilder,
     body: Vec<u8>,
 }
 
-impl HttpResponseBuilderWithBody {
+impl ProblemResponse {
     pub(crate) fn header(mut self, name: header::HeaderName, value: impl Into<String>) -> Self {
         if let Ok(value) = HeaderValue::try_from(value.into()) {
             self.builder.insert_header((name, value));

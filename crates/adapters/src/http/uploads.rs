@@ -12,6 +12,7 @@
 //! was read and found valid; any failure drops the pending files, which
 //! deletes them.
 
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use actix_multipart::{Field, Multipart, MultipartError};
@@ -336,8 +337,6 @@ async fn within<T>(idle: Duration, next: impl Future<Output = T>) -> Result<T, A
         .await
         .map_err(|_| ApiError::RequestTimeout)
 }
-
-use std::future::Future;
 
 /// Reads and discards what is left of a refused body, within bounds.
 async fn drain(parts: &mut Parts) {
