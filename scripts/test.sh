@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, as the README and CI run it: every cargo test, then
-# schemathesis against the running binary.
+# The whole test suite, as the README and CI run it: the system packages it
+# needs (scripts/install-test-deps.sh), every cargo test, then schemathesis
+# against the running binary.
 #
 # The PostgreSQL tests use TEST_DATABASE_URL; it defaults to the server every
 # machine of this project runs (127.0.0.1:5432, trust auth), and the suite
@@ -8,6 +9,10 @@
 # test must never look like a passed one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Chromium, python3-venv…: installed here when missing, so the browser test
+# and schemathesis run on a fresh machine instead of being skipped.
+bash scripts/install-test-deps.sh
 
 export TEST_DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
