@@ -22,6 +22,10 @@ if ! timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5432' 2>/dev/null && [[ "$TE
   exit 1
 fi
 
+# The slowloris tests hold 500 connections at both ends in one process: lift
+# the soft descriptor limit (often 1024) to the hard one.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
 cargo test --workspace
 
 # The live binary against its own OpenAPI document (property-based).
