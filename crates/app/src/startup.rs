@@ -87,7 +87,7 @@ impl Application {
         let uploads = UploadService::new(Arc::new(uploads));
         let services = match &config.database_url {
             None => in_memory_services(uploads),
-            Some(url) => postgres_services(url, uploads).await?,
+            Some(url) => postgres_services(url, config.database_pool_size, uploads).await?,
         };
         let server = HttpServer::bind(listener, settings, services, shutdown)
             .map_err(|source| StartError::Bind { address, source })?;
@@ -117,8 +117,12 @@ fn in_memory_services(uploads: UploadService) -> Services {
     }
 }
 
-async fn postgres_services(url: &str, uploads: UploadService) -> Result<Services, StartError> {
-    let store = PostgresStore::connect_url(url, DATABASE_PATIENCE)
+async fn postgres_services(
+    url: &str,
+    pool_size: u32,
+    uploads: UploadService,
+) -> Result<Services, StartError> {
+    let store = PostgresStore::connect_url(url, pool_size, DATABASE_PATIENCE)
         .await
         .map_err(|error| match error {
             ConnectError::InvalidUrl(cause) => {

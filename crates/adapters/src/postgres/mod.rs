@@ -25,9 +25,10 @@ pub use users::PostgresUserRepository;
 /// 503. sqlx's default is 30 s: far too long for a client to wait to learn
 /// that the database is down.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
-/// Connections per instance. PostgreSQL's default `max_connections` is 100:
-/// ten instances of ten fit, with room for administrators.
-const MAX_CONNECTIONS: u32 = 10;
+/// Connections per instance unless `DATABASE_POOL_SIZE` says otherwise (C1).
+/// PostgreSQL's default `max_connections` is 100: ten instances of ten fit,
+/// with room for administrators.
+pub const DEFAULT_POOL_SIZE: u32 = 10;
 
 /// The migrations in `crates/adapters/migrations`, embedded in the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
@@ -53,7 +54,7 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects, retrying with exponential backoff (0.1 s doubling, at most
+    /// Connects with a pool of at most `pool_size` connections, retrying with exponential backoff (0.1 s doubling, at most
     /// 2 s apart) for up to `patience` — a database that starts a moment
     /// after the service is normal in a deployment — then applies the
     /// migrations. `Migrator` takes an advisory lock, so instances starting
@@ -64,13 +65,14 @@ impl PostgresStore {
     /// [`ConnectError::Migrate`] when the schema could not be brought up to date.
     pub async fn connect(
         options: PgConnectOptions,
+        pool_size: u32,
         patience: Duration,
     ) -> Result<Self, ConnectError> {
         let started = tokio::time::Instant::now();
         let mut pause = Duration::from_millis(100);
         let pool = loop {
             let attempt = PgPoolOptions::new()
-                .max_connections(MAX_CONNECTIONS)
+                .max_connections(pool_size)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 // No ping before every query: it doubled the round trips
                 // (measured: GET /items/{id} 13.7k → 18.3k req/s without it).
@@ -104,9 +106,13 @@ impl PostgresStore {
     /// # Errors
     /// [`ConnectError::InvalidUrl`] when the URL cannot be read, else as
     /// [`PostgresStore::connect`].
-    pub async fn connect_url(url: &str, patience: Duration) -> Result<Self, ConnectError> {
+    pub async fn connect_url(
+        url: &str,
+        pool_size: u32,
+        patience: Duration,
+    ) -> Result<Self, ConnectError> {
         let options = PgConnectOptions::from_str(url).map_err(ConnectError::InvalidUrl)?;
-        Self::connect(options, patience).await
+        Self::connect(options, pool_size, patience).await
     }
 
     pub fn items(&self) -> PostgresItemRepository {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use items_adapters::http::Services;
-use items_adapters::postgres::PostgresStore;
 use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
+use items_adapters::postgres::{DEFAULT_POOL_SIZE, PostgresStore};
 use items_domain::{ItemService, ProductService, UserService};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -39,9 +39,13 @@ async fn spawn_app_on_postgres(
     let database = ScratchDatabase::create(&url)
         .await
         .expect("a scratch database");
-    let store = PostgresStore::connect(connect(&database), Duration::from_secs(5))
-        .await
-        .expect("connects");
+    let store = PostgresStore::connect(
+        connect(&database),
+        DEFAULT_POOL_SIZE,
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("connects");
     let services = with_uploads(|uploads| Services {
         items: ItemService::new(Arc::new(store.items())),
         products: ProductService::new(Arc::new(store.products())),

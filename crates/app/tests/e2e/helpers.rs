@@ -20,6 +20,9 @@ pub fn binary() -> Command {
         "MAX_FILE_BYTES",
         "MAX_JSON_BYTES",
         "LOG_FORMAT",
+        "SHUTDOWN_DRAIN_MS",
+        "ADMIN_PORT",
+        "DATABASE_POOL_SIZE",
         "RUST_LOG",
     ] {
         command.env_remove(variable);
