@@ -15,6 +15,7 @@ use actix_web::{App, web};
 use super::body::BodyLimits;
 use super::conditional::entity_tags;
 use super::cors::{cors, preflight_status};
+use super::metrics::record_request;
 use super::rate_limit::{RateLimitSettings, RateLimiter, standard_headers};
 use super::routes;
 use super::uploads::UploadLimits;
@@ -69,7 +70,8 @@ impl HttpServer {
         let policy = Arc::new(limiter.policy());
         let shared_limiter = Arc::clone(&limiter);
         let server = actix_web::HttpServer::new(move || {
-            // Outermost last: edge (log, nosniff) → CORS (answers preflights,
+            // Outermost last: metrics (C11: duration by route template, in
+            // flight) → edge (log, nosniff) → CORS (answers preflights,
             // so they are never counted, and decorates 429s) → ETags →
             // RateLimit-* headers → the limiter → routes.
             App::new()
@@ -93,6 +95,7 @@ impl HttpServer {
                 .wrap(cors())
                 .wrap(from_fn(preflight_status))
                 .wrap(from_fn(edge))
+                .wrap(from_fn(record_request))
         })
         .workers(settings.workers)
         .client_request_timeout(REQUEST_HEAD_TIMEOUT)

@@ -14,7 +14,8 @@ mod users;
 use std::str::FromStr;
 use std::time::Duration;
 
-use items_domain::RepositoryError;
+use async_trait::async_trait;
+use items_domain::{HealthCheck, RepositoryError};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 pub use items::PostgresItemRepository;
@@ -127,9 +128,41 @@ impl PostgresStore {
         PostgresUserRepository::new(self.pool.clone())
     }
 
+    /// Publishes the pool's state to the metrics recorder (C11); called at
+    /// scrape time, so the values are current and cost nothing per request.
+    pub fn record_pool_metrics(&self) {
+        metrics::gauge!(POOL_CONNECTIONS).set(f64::from(self.pool.size()));
+        metrics::gauge!(POOL_IDLE_CONNECTIONS).set(self.pool.num_idle() as f64);
+        metrics::gauge!(POOL_MAX_CONNECTIONS)
+            .set(f64::from(self.pool.options().get_max_connections()));
+    }
+
     /// Closes every connection (tests drop their database afterwards).
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// Connections open now, idle or in use.
+pub const POOL_CONNECTIONS: &str = "database_pool_connections";
+/// Connections open and idle now.
+pub const POOL_IDLE_CONNECTIONS: &str = "database_pool_idle_connections";
+/// The most connections the pool opens (`DATABASE_POOL_SIZE`).
+pub const POOL_MAX_CONNECTIONS: &str = "database_pool_max_connections";
+
+/// The database answers when a pooled connection runs `SELECT 1`.
+#[async_trait]
+impl HealthCheck for PostgresStore {
+    fn name(&self) -> &'static str {
+        "database"
+    }
+
+    async fn ping(&self) -> Result<(), RepositoryError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(drop)
+            .map_err(unavailable)
     }
 }
 
