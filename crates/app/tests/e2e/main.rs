@@ -5,6 +5,7 @@
 
 mod helpers;
 
+mod admin;
 mod browser;
 mod lifecycle;
 mod startup;
