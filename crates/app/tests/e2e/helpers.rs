@@ -58,8 +58,12 @@ impl Service {
     /// Starts the binary on a free loopback port with these extra settings
     /// and waits until it answers.
     pub async fn start(settings: &[(&str, &str)]) -> Self {
+        Self::start_on(free_port(), settings).await
+    }
+
+    /// [`Service::start`] on this port (a restarted instance keeps its port).
+    pub async fn start_on(port: u16, settings: &[(&str, &str)]) -> Self {
         let uploads = tempfile::tempdir().unwrap();
-        let port = free_port();
         let mut command = binary();
         command
             .env("HOST", "127.0.0.1")
