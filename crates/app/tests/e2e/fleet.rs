@@ -387,7 +387,7 @@ async fn a_rolling_restart_under_load_answers_every_request(fleet: &mut Fleet) {
                 while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
                     sent += 1;
                     // Mostly reads, one write in ten.
-                    let request = if sent % 10 == 0 {
+                    let request = if sent.is_multiple_of(10) {
                         client
                             .post(&write_path)
                             .json(&json!({ "name": format!("load {n}.{sent}") }))
