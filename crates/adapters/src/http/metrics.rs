@@ -10,7 +10,7 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::Next;
 use metrics::{
-    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+    Gauge, Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
 };
 
 /// Latency of every request, by `method`, `route` (template) and `status`.
@@ -54,17 +54,34 @@ pub(crate) fn count_uploaded_bytes(bytes: u64) {
     counter!(UPLOADED_BYTES).increment(bytes);
 }
 
+/// The handles the middleware records into, looked up once per server
+/// rather than once per request. Made after the binary installed its
+/// recorder (before that, every handle is a no-op).
+#[derive(Clone)]
+pub(crate) struct RequestMetrics {
+    in_flight: Gauge,
+}
+
+impl RequestMetrics {
+    pub(crate) fn new() -> Self {
+        Self {
+            in_flight: gauge!(REQUESTS_IN_FLIGHT),
+        }
+    }
+}
+
 /// Middleware: counts the request in flight while it is served and records
 /// its duration. The route label is the template actix matched
 /// (`/items/{id}`), never the raw path, so the number of series is bounded by
 /// the route table.
 pub(crate) async fn record_request(
+    metrics: RequestMetrics,
     request: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
     let started = Instant::now();
     let method = method_label(request.method());
-    let _in_flight = InFlight::enter();
+    let _in_flight = InFlight::enter(metrics.in_flight);
     let result = next.call(request).await;
     let (route, status) = match &result {
         Ok(response) => (
@@ -94,18 +111,18 @@ pub(crate) async fn record_request(
 /// The in-flight gauge, raised for as long as this guard lives: dropped when
 /// the response is ready, or when the client went away and actix dropped the
 /// request's future.
-struct InFlight;
+struct InFlight(Gauge);
 
 impl InFlight {
-    fn enter() -> Self {
-        gauge!(REQUESTS_IN_FLIGHT).increment(1.0);
-        Self
+    fn enter(gauge: Gauge) -> Self {
+        gauge.increment(1.0);
+        Self(gauge)
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        gauge!(REQUESTS_IN_FLIGHT).decrement(1.0);
+        self.0.decrement(1.0);
     }
 }
 
