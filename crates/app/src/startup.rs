@@ -108,7 +108,7 @@ impl Application {
             .iter()
             .map(|store| Arc::new(store.clone()) as Arc<dyn HealthCheck>)
             .collect();
-        let readiness = Readiness::new(checks);
+        let readiness = Readiness::new(checks, Vec::new());
         let admin = match config.admin_port {
             None => None,
             Some(port) => Some(admin(config, port, Arc::clone(&readiness), store)?),

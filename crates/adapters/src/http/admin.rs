@@ -29,28 +29,44 @@ const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// Whether the instance should receive traffic: not once a shutdown has
-/// begun, and only while every dependency answers.
+/// begun, and only while every dependency it cannot serve without answers.
 pub struct Readiness {
     shutting_down: AtomicBool,
-    checks: Vec<Arc<dyn HealthCheck>>,
+    needed: Vec<Arc<dyn HealthCheck>>,
+    degradable: Vec<Arc<dyn HealthCheck>>,
 }
 
 impl std::fmt::Debug for Readiness {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<_> = self.checks.iter().map(|check| check.name()).collect();
+        let names = |checks: &[Arc<dyn HealthCheck>]| -> Vec<&'static str> {
+            checks.iter().map(|check| check.name()).collect()
+        };
         f.debug_struct("Readiness")
             .field("shutting_down", &self.is_shutting_down())
-            .field("checks", &names)
+            .field("needed", &names(&self.needed))
+            .field("degradable", &names(&self.degradable))
             .finish()
     }
 }
 
+/// What one dependency answered.
+type Outcome = (&'static str, Result<(), String>);
+
 impl Readiness {
-    /// Ready while each of `checks` answers (none: ready while serving).
-    pub fn new(checks: Vec<Arc<dyn HealthCheck>>) -> Arc<Self> {
+    /// Ready while each of `needed` answers (none: ready while serving).
+    /// `degradable` dependencies are pinged and reported, but the instance
+    /// stays ready without them: it serves correctly in a degraded mode (the
+    /// rate limiter falls back to per-instance budgets when Redis is gone,
+    /// C9), and taking every instance out of the balancer because of them
+    /// would turn a partial outage into a full one.
+    pub fn new(
+        needed: Vec<Arc<dyn HealthCheck>>,
+        degradable: Vec<Arc<dyn HealthCheck>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             shutting_down: AtomicBool::new(false),
-            checks,
+            needed,
+            degradable,
         })
     }
 
@@ -63,31 +79,22 @@ impl Readiness {
         self.shutting_down.load(Ordering::SeqCst)
     }
 
-    /// Pings every dependency at once, each bounded by [`CHECK_TIMEOUT`]:
-    /// the name of each, with `"ok"` or why it failed, and whether all
-    /// answered.
-    async fn check_dependencies(&self) -> (bool, Map<String, Value>) {
-        let outcomes = join_all(self.checks.iter().map(|check| async move {
-            let outcome = match tokio::time::timeout(CHECK_TIMEOUT, check.ping()).await {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(error)) => Err(error.to_string()),
-                Err(_) => Err(format!("no answer within {CHECK_TIMEOUT:?}")),
-            };
-            (check.name(), outcome)
-        }))
-        .await;
-        let all_ok = outcomes.iter().all(|(_, outcome)| outcome.is_ok());
-        let report = outcomes
-            .into_iter()
-            .map(|(name, outcome)| {
-                (
-                    name.to_owned(),
-                    Value::from(outcome.err().unwrap_or_else(|| "ok".to_owned())),
-                )
-            })
-            .collect();
-        (all_ok, report)
+    /// Pings every dependency at once, each bounded by [`CHECK_TIMEOUT`].
+    async fn check(&self) -> (Vec<Outcome>, Vec<Outcome>) {
+        futures_util::join!(ping_all(&self.needed), ping_all(&self.degradable))
     }
+}
+
+async fn ping_all(checks: &[Arc<dyn HealthCheck>]) -> Vec<Outcome> {
+    join_all(checks.iter().map(|check| async move {
+        let outcome = match tokio::time::timeout(CHECK_TIMEOUT, check.ping()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(_) => Err(format!("no answer within {CHECK_TIMEOUT:?}")),
+        };
+        (check.name(), outcome)
+    }))
+    .await
 }
 
 /// A bound, not yet running, admin server.
@@ -155,18 +162,30 @@ async fn livez() -> HttpResponse {
     HttpResponse::Ok().json(json!({ "status": "ok" }))
 }
 
-/// Readiness: 200 when every dependency answers; 503 naming the ones that do
-/// not, and 503 from the moment a shutdown begins.
+/// Readiness: 200 when every needed dependency answers (`"degraded"` when a
+/// degradable one does not); 503 naming the needed ones that do not, and 503
+/// from the moment a shutdown begins.
 async fn readyz(readiness: web::Data<Readiness>) -> HttpResponse {
     if readiness.is_shutting_down() {
         return HttpResponse::ServiceUnavailable().json(json!({ "status": "shutting down" }));
     }
-    let (all_ok, checks) = readiness.check_dependencies().await;
-    let (status, word) = if all_ok {
-        (StatusCode::OK, "ready")
-    } else {
+    let (needed, degradable) = readiness.check().await;
+    let failed = |outcomes: &[Outcome]| outcomes.iter().any(|(_, outcome)| outcome.is_err());
+    let (status, word) = if failed(&needed) {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    } else if failed(&degradable) {
+        (StatusCode::OK, "degraded")
+    } else {
+        (StatusCode::OK, "ready")
     };
+    let checks: Map<String, Value> = needed
+        .into_iter()
+        .chain(degradable)
+        .map(|(name, outcome)| {
+            let said = outcome.err().unwrap_or_else(|| "ok".to_owned());
+            (name.to_owned(), Value::from(said))
+        })
+        .collect();
     HttpResponse::build(status).json(json!({ "status": word, "checks": checks }))
 }
 

@@ -66,9 +66,16 @@ impl TestAdmin {
 }
 
 async fn spawn_admin(checks: Vec<Arc<dyn HealthCheck>>) -> TestAdmin {
+    spawn_admin_with(checks, Vec::new()).await
+}
+
+async fn spawn_admin_with(
+    needed: Vec<Arc<dyn HealthCheck>>,
+    degradable: Vec<Arc<dyn HealthCheck>>,
+) -> TestAdmin {
     let recorder = recorder().clone();
     let render: RenderMetrics = Arc::new(move || recorder.render());
-    let readiness = Readiness::new(checks);
+    let readiness = Readiness::new(needed, degradable);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let server = AdminServer::bind(listener, Arc::clone(&readiness), render).unwrap();
     let address = format!("http://127.0.0.1:{}", server.port());
@@ -138,6 +145,27 @@ async fn readyz_answers_503_naming_the_dependency_that_failed_c11() {
     let failure = body["checks"]["database"].as_str().unwrap();
     assert!(failure.contains("connection refused"), "{failure}");
     assert_eq!(body["checks"]["redis"], "ok");
+}
+
+#[actix_web::test]
+async fn a_degradable_dependency_that_fails_is_named_but_keeps_the_instance_ready_c9_c11() {
+    let admin = spawn_admin_with(
+        vec![dependency("database", true)],
+        vec![dependency("redis", false)],
+    )
+    .await;
+
+    let response = admin.get("/readyz").await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["status"], "degraded");
+    assert_eq!(body["checks"]["database"], "ok");
+    assert!(
+        body["checks"]["redis"]
+            .as_str()
+            .unwrap()
+            .contains("connection refused")
+    );
 }
 
 #[actix_web::test]
