@@ -10,3 +10,4 @@ pub mod disk;
 pub mod http;
 pub mod memory;
 pub mod postgres;
+pub mod tcp_proxy;

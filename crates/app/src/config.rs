@@ -57,6 +57,23 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=1_073_741_824))]
     pub max_json_bytes: u64,
 
+    /// PostgreSQL connections per instance (1–1000).
+    #[arg(long, env = "DATABASE_POOL_SIZE", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub database_pool_size: u32,
+
+    /// Port of the admin listener (`/livez`, `/readyz`, `/metrics`) on HOST;
+    /// unset: no admin listener (C11).
+    #[arg(long, env = "ADMIN_PORT")]
+    pub admin_port: Option<u16>,
+
+    /// With an admin listener: how long, after SIGINT/SIGTERM, `/readyz`
+    /// answers 503 while requests are still served, so a load balancer
+    /// stops sending before the server drains.
+    #[arg(long, env = "SHUTDOWN_DRAIN_MS", default_value_t = 5000,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub shutdown_drain_ms: u64,
+
     /// Log format: one line per request; the level comes from `RUST_LOG`.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -186,6 +203,33 @@ mod tests {
         assert_eq!(config.max_file_bytes, 10_485_760);
         assert_eq!(config.max_json_bytes, 102_400);
         assert_eq!(config.log_format, LogFormat::Text);
+        assert_eq!(config.database_pool_size, 10);
+        assert_eq!(config.admin_port, None);
+        assert_eq!(config.shutdown_drain_ms, 5000);
+    }
+
+    #[test]
+    fn the_pool_size_is_between_1_and_1000_c1() {
+        assert_eq!(
+            parse(&["--database-pool-size", "1"])
+                .unwrap()
+                .database_pool_size,
+            1
+        );
+        assert_eq!(
+            parse(&["--database-pool-size=1000"])
+                .unwrap()
+                .database_pool_size,
+            1000
+        );
+    }
+
+    #[test]
+    fn the_admin_port_is_off_unless_set_c11() {
+        assert_eq!(
+            parse(&["--admin-port", "9090"]).unwrap().admin_port,
+            Some(9090)
+        );
     }
 
     #[test]
@@ -202,6 +246,11 @@ mod tests {
             (&["--max-file-bytes=0"][..], "MAX_FILE_BYTES"),
             (&["--max-json-bytes", "x"][..], "MAX_JSON_BYTES"),
             (&["--log-format", "xml"][..], "LOG_FORMAT"),
+            (&["--database-pool-size", "0"][..], "DATABASE_POOL_SIZE"),
+            (&["--database-pool-size", "1001"][..], "DATABASE_POOL_SIZE"),
+            (&["--database-pool-size", "ten"][..], "DATABASE_POOL_SIZE"),
+            (&["--admin-port", "70000"][..], "ADMIN_PORT"),
+            (&["--shutdown-drain-ms", "60001"][..], "SHUTDOWN_DRAIN_MS"),
         ] {
             let line = invalid(args);
             assert!(!line.contains('\n'), "{line:?} must be one line");

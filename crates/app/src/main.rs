@@ -2,6 +2,7 @@
 //! runs it until SIGINT or SIGTERM.
 
 mod config;
+mod metrics;
 mod startup;
 mod telemetry;
 

@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use items_adapters::disk::DiskUploadStore;
 use items_adapters::http::{
-    BodyLimits, HttpServer, HttpSettings, RateLimitSettings, Services, UploadLimits,
+    AdminServer, BodyLimits, HttpServer, HttpSettings, RateLimitSettings, Readiness, RenderMetrics,
+    Services, UploadLimits,
 };
 use items_adapters::memory::{
     InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
 };
 use items_adapters::postgres::{ConnectError, PostgresStore};
-use items_domain::{ItemService, ProductService, UploadService, UserService};
+use items_domain::{HealthCheck, ItemService, ProductService, UploadService, UserService};
 
 use crate::config::Config;
 
@@ -33,13 +34,16 @@ pub enum StartError {
         address: SocketAddr,
         source: std::io::Error,
     },
+    /// The metrics recorder could not be installed (exit 1).
+    #[error("cannot set up metrics: {0}")]
+    Metrics(#[from] metrics_exporter_prometheus::BuildError),
 }
 
 impl StartError {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Setting(_) => 2,
-            Self::Bind { .. } | Self::Database(_) => 1,
+            Self::Bind { .. } | Self::Database(_) | Self::Metrics(_) => 1,
         }
     }
 }
@@ -48,6 +52,14 @@ impl StartError {
 #[derive(Debug)]
 pub struct Application {
     server: HttpServer,
+    admin: Option<Admin>,
+}
+
+/// The admin listener (C11) and the upkeep its metrics need.
+#[derive(Debug)]
+struct Admin {
+    server: AdminServer,
+    metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
 
 impl Application {
@@ -85,22 +97,90 @@ impl Application {
             ..HttpSettings::default()
         };
         let uploads = UploadService::new(Arc::new(uploads));
-        let services = match &config.database_url {
-            None => in_memory_services(uploads),
-            Some(url) => postgres_services(url, uploads).await?,
+        let (services, store) = match &config.database_url {
+            None => (in_memory_services(uploads), None),
+            Some(url) => {
+                let store = connect(url, config.database_pool_size).await?;
+                (postgres_services(&store, uploads), Some(store))
+            }
+        };
+        let checks: Vec<Arc<dyn HealthCheck>> = store
+            .iter()
+            .map(|store| Arc::new(store.clone()) as Arc<dyn HealthCheck>)
+            .collect();
+        let readiness = Readiness::new(checks, Vec::new());
+        let admin = match config.admin_port {
+            None => None,
+            Some(port) => Some(admin(config, port, Arc::clone(&readiness), store)?),
+        };
+        // With an admin listener, a shutdown first turns `/readyz` to 503 and
+        // keeps serving for the drain delay, so the load balancer stops
+        // sending before the server stops accepting (C11). Without one nobody
+        // watches readiness, and the server drains at once.
+        let drain = match admin {
+            Some(_) => Duration::from_millis(config.shutdown_drain_ms),
+            None => Duration::ZERO,
+        };
+        let shutdown = async move {
+            shutdown.await;
+            readiness.begin_shutdown();
+            if !drain.is_zero() {
+                tracing::info!(
+                    drain_ms = drain.as_millis() as u64,
+                    "not ready any more; serving until the load balancer notices"
+                );
+                tokio::time::sleep(drain).await;
+            }
         };
         let server = HttpServer::bind(listener, settings, services, shutdown)
             .map_err(|source| StartError::Bind { address, source })?;
-        Ok(Self { server })
+        Ok(Self { server, admin })
     }
 
     pub fn port(&self) -> u16 {
         self.server.port()
     }
 
+    /// Serves until shutdown completes: the public server drains first, the
+    /// admin listener (still answering `/readyz` 503) stops last.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.server.run().await
+        let admin = self.admin.map(|admin| {
+            let handle = admin.server.handle();
+            let upkeep = tokio::spawn(crate::metrics::upkeep(admin.metrics));
+            (handle, upkeep, tokio::spawn(admin.server.run()))
+        });
+        let result = self.server.run().await;
+        if let Some((handle, upkeep, serving)) = admin {
+            handle.stop(true).await;
+            upkeep.abort();
+            let _ = serving.await;
+        }
+        result
     }
+}
+
+/// Binds the admin listener on `HOST:port` and installs the metrics
+/// recorder it serves; the pool gauges are read at scrape time.
+fn admin(
+    config: &Config,
+    port: u16,
+    readiness: Arc<Readiness>,
+    store: Option<PostgresStore>,
+) -> Result<Admin, StartError> {
+    let address = SocketAddr::new(config.host, port);
+    let listener =
+        TcpListener::bind(address).map_err(|source| StartError::Bind { address, source })?;
+    let metrics = crate::metrics::install()?;
+    let handle = metrics.clone();
+    let render: RenderMetrics = Arc::new(move || {
+        if let Some(store) = &store {
+            store.record_pool_metrics();
+        }
+        handle.render()
+    });
+    let server = AdminServer::bind(listener, readiness, render)
+        .map_err(|source| StartError::Bind { address, source })?;
+    Ok(Admin { server, metrics })
 }
 
 /// How long to wait for the database at start before giving up: long enough
@@ -117,19 +197,22 @@ fn in_memory_services(uploads: UploadService) -> Services {
     }
 }
 
-async fn postgres_services(url: &str, uploads: UploadService) -> Result<Services, StartError> {
-    let store = PostgresStore::connect_url(url, DATABASE_PATIENCE)
+async fn connect(url: &str, pool_size: u32) -> Result<PostgresStore, StartError> {
+    PostgresStore::connect_url(url, pool_size, DATABASE_PATIENCE)
         .await
         .map_err(|error| match error {
             ConnectError::InvalidUrl(cause) => {
                 StartError::Setting(format!("invalid DATABASE_URL (--database-url): {cause}"))
             }
             other => StartError::Database(other),
-        })?;
-    Ok(Services {
+        })
+}
+
+fn postgres_services(store: &PostgresStore, uploads: UploadService) -> Services {
+    Services {
         items: ItemService::new(Arc::new(store.items())),
         products: ProductService::new(Arc::new(store.products())),
         users: UserService::new(Arc::new(store.users())),
         uploads,
-    })
+    }
 }

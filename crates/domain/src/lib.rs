@@ -18,7 +18,9 @@ pub mod use_cases;
 pub mod values;
 
 pub use entities::{Item, ItemPage, ItemQuery, Product, User};
-pub use ports::{ItemRepository, ProductRepository, Replaced, RepositoryError, UserRepository};
+pub use ports::{
+    HealthCheck, ItemRepository, ProductRepository, Replaced, RepositoryError, UserRepository,
+};
 pub use uploads::{PendingUpload, StoredName, UploadService, UploadStore, UploadStoreError};
 pub use use_cases::{
     CreateError, GetItemError, ItemService, ProductService, ReplaceItemError, UserService,

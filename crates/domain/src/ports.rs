@@ -127,3 +127,19 @@ pub trait UserRepository: Send + Sync {
     /// MUST return [`RepositoryError::Unavailable`] when the store cannot be read.
     async fn list(&self) -> Result<Vec<User>, RepositoryError>;
 }
+
+/// Something the service depends on at run time, which can say whether it
+/// answers right now: what a readiness probe asks (C11).
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait HealthCheck: Send + Sync {
+    /// What the dependency is, as a readiness report names it (`database`).
+    fn name(&self) -> &'static str;
+
+    /// One cheap round trip to the dependency.
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the dependency does
+    /// not answer.
+    async fn ping(&self) -> Result<(), RepositoryError>;
+}

@@ -6,12 +6,14 @@
 //! stay in the domain; the only place that renders error bodies is
 //! [`problem`].
 
+pub mod admin;
 mod auxiliary;
 mod body;
 mod conditional;
 mod cors;
 mod fields;
 mod items;
+pub mod metrics;
 pub mod openapi;
 pub mod problem;
 mod products;
@@ -24,6 +26,7 @@ mod users;
 
 use items_domain::{ItemService, ProductService, UploadService, UserService};
 
+pub use admin::{AdminServer, Readiness, RenderMetrics};
 pub use body::BodyLimits;
 pub use rate_limit::RateLimitSettings;
 pub use routes::route_table;

@@ -15,6 +15,7 @@ use actix_web::{App, web};
 use super::body::BodyLimits;
 use super::conditional::entity_tags;
 use super::cors::{cors, preflight_status};
+use super::metrics::{RequestMetrics, record_request};
 use super::rate_limit::{RateLimitSettings, RateLimiter, standard_headers};
 use super::routes;
 use super::uploads::UploadLimits;
@@ -68,8 +69,10 @@ impl HttpServer {
         let limiter = Arc::new(RateLimiter::new(settings.rate_limit));
         let policy = Arc::new(limiter.policy());
         let shared_limiter = Arc::clone(&limiter);
+        let request_metrics = RequestMetrics::new();
         let server = actix_web::HttpServer::new(move || {
-            // Outermost last: edge (log, nosniff) → CORS (answers preflights,
+            // Outermost last: metrics (C11: duration by route template, in
+            // flight) → edge (log, nosniff) → CORS (answers preflights,
             // so they are never counted, and decorates 429s) → ETags →
             // RateLimit-* headers → the limiter → routes.
             App::new()
@@ -93,6 +96,10 @@ impl HttpServer {
                 .wrap(cors())
                 .wrap(from_fn(preflight_status))
                 .wrap(from_fn(edge))
+                .wrap(from_fn({
+                    let request_metrics = request_metrics.clone();
+                    move |request, next| record_request(request_metrics.clone(), request, next)
+                }))
         })
         .workers(settings.workers)
         .client_request_timeout(REQUEST_HEAD_TIMEOUT)

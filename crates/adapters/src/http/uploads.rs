@@ -210,6 +210,7 @@ async fn store(
         .map(|received| (received.file, received.pending))
         .unzip();
     let names = service.commit_all(pending).await.map_err(store_failed)?;
+    super::metrics::count_uploaded_bytes(dtos.iter().map(|file| file.size).sum());
     let files = dtos.into_iter().zip(names).map(|(file, name)| FileDto {
         filename: name.to_string(),
         ..file

@@ -14,7 +14,8 @@ mod users;
 use std::str::FromStr;
 use std::time::Duration;
 
-use items_domain::RepositoryError;
+use async_trait::async_trait;
+use items_domain::{HealthCheck, RepositoryError};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 pub use items::PostgresItemRepository;
@@ -25,9 +26,10 @@ pub use users::PostgresUserRepository;
 /// 503. sqlx's default is 30 s: far too long for a client to wait to learn
 /// that the database is down.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
-/// Connections per instance. PostgreSQL's default `max_connections` is 100:
-/// ten instances of ten fit, with room for administrators.
-const MAX_CONNECTIONS: u32 = 10;
+/// Connections per instance unless `DATABASE_POOL_SIZE` says otherwise (C1).
+/// PostgreSQL's default `max_connections` is 100: ten instances of ten fit,
+/// with room for administrators.
+pub const DEFAULT_POOL_SIZE: u32 = 10;
 
 /// The migrations in `crates/adapters/migrations`, embedded in the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
@@ -53,7 +55,7 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects, retrying with exponential backoff (0.1 s doubling, at most
+    /// Connects with a pool of at most `pool_size` connections, retrying with exponential backoff (0.1 s doubling, at most
     /// 2 s apart) for up to `patience` — a database that starts a moment
     /// after the service is normal in a deployment — then applies the
     /// migrations. `Migrator` takes an advisory lock, so instances starting
@@ -64,13 +66,14 @@ impl PostgresStore {
     /// [`ConnectError::Migrate`] when the schema could not be brought up to date.
     pub async fn connect(
         options: PgConnectOptions,
+        pool_size: u32,
         patience: Duration,
     ) -> Result<Self, ConnectError> {
         let started = tokio::time::Instant::now();
         let mut pause = Duration::from_millis(100);
         let pool = loop {
             let attempt = PgPoolOptions::new()
-                .max_connections(MAX_CONNECTIONS)
+                .max_connections(pool_size)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 // No ping before every query: it doubled the round trips
                 // (measured: GET /items/{id} 13.7k → 18.3k req/s without it).
@@ -104,9 +107,13 @@ impl PostgresStore {
     /// # Errors
     /// [`ConnectError::InvalidUrl`] when the URL cannot be read, else as
     /// [`PostgresStore::connect`].
-    pub async fn connect_url(url: &str, patience: Duration) -> Result<Self, ConnectError> {
+    pub async fn connect_url(
+        url: &str,
+        pool_size: u32,
+        patience: Duration,
+    ) -> Result<Self, ConnectError> {
         let options = PgConnectOptions::from_str(url).map_err(ConnectError::InvalidUrl)?;
-        Self::connect(options, patience).await
+        Self::connect(options, pool_size, patience).await
     }
 
     pub fn items(&self) -> PostgresItemRepository {
@@ -121,9 +128,41 @@ impl PostgresStore {
         PostgresUserRepository::new(self.pool.clone())
     }
 
+    /// Publishes the pool's state to the metrics recorder (C11); called at
+    /// scrape time, so the values are current and cost nothing per request.
+    pub fn record_pool_metrics(&self) {
+        metrics::gauge!(POOL_CONNECTIONS).set(f64::from(self.pool.size()));
+        metrics::gauge!(POOL_IDLE_CONNECTIONS).set(self.pool.num_idle() as f64);
+        metrics::gauge!(POOL_MAX_CONNECTIONS)
+            .set(f64::from(self.pool.options().get_max_connections()));
+    }
+
     /// Closes every connection (tests drop their database afterwards).
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// Connections open now, idle or in use.
+pub const POOL_CONNECTIONS: &str = "database_pool_connections";
+/// Connections open and idle now.
+pub const POOL_IDLE_CONNECTIONS: &str = "database_pool_idle_connections";
+/// The most connections the pool opens (`DATABASE_POOL_SIZE`).
+pub const POOL_MAX_CONNECTIONS: &str = "database_pool_max_connections";
+
+/// The database answers when a pooled connection runs `SELECT 1`.
+#[async_trait]
+impl HealthCheck for PostgresStore {
+    fn name(&self) -> &'static str {
+        "database"
+    }
+
+    async fn ping(&self) -> Result<(), RepositoryError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(drop)
+            .map_err(unavailable)
     }
 }
 

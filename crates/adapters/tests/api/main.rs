@@ -6,6 +6,7 @@
 
 mod helpers;
 
+mod admin;
 mod auxiliary;
 mod bodies;
 mod cors;

@@ -6,14 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use items_adapters::http::Services;
-use items_adapters::postgres::PostgresStore;
 use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
+use items_adapters::postgres::{DEFAULT_POOL_SIZE, PostgresStore};
+use items_adapters::tcp_proxy::TcpProxy;
 use items_domain::{ItemService, ProductService, UserService};
 use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::postgres::PgConnectOptions;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 
 use crate::helpers::*;
 
@@ -39,9 +38,13 @@ async fn spawn_app_on_postgres(
     let database = ScratchDatabase::create(&url)
         .await
         .expect("a scratch database");
-    let store = PostgresStore::connect(connect(&database), Duration::from_secs(5))
-        .await
-        .expect("connects");
+    let store = PostgresStore::connect(
+        connect(&database),
+        DEFAULT_POOL_SIZE,
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("connects");
     let services = with_uploads(|uploads| Services {
         items: ItemService::new(Arc::new(store.items())),
         products: ProductService::new(Arc::new(store.products())),
@@ -171,60 +174,6 @@ async fn concurrent_creates_over_postgres_get_distinct_ids_c2() {
     postgres.finish().await;
 }
 
-/// A TCP proxy to PostgreSQL that the test can cut (every connection
-/// dropped, new ones refused) and restore on the same port.
-struct Proxy {
-    port: u16,
-    cut: watch::Sender<bool>,
-}
-
-impl Proxy {
-    async fn start(target: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let (cut, mut is_cut) = watch::channel(false);
-        tokio::spawn(async move {
-            let mut listener = Some(listener);
-            loop {
-                if *is_cut.borrow() {
-                    listener = None; // refuse new connections while cut
-                    if is_cut.changed().await.is_err() {
-                        return;
-                    }
-                    continue;
-                }
-                let accepting = match &listener {
-                    Some(listener) => listener,
-                    None => {
-                        listener = Some(TcpListener::bind(("127.0.0.1", port)).await.unwrap());
-                        continue;
-                    }
-                };
-                tokio::select! {
-                    accepted = accepting.accept() => {
-                        let Ok((client, _)) = accepted else { continue };
-                        let mut watch = is_cut.clone();
-                        tokio::spawn(async move {
-                            let Ok(mut server) = TcpStream::connect(target).await else { return };
-                            let mut client = client;
-                            tokio::select! {
-                                _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                                _ = watch.wait_for(|cut| *cut) => {}
-                            }
-                        });
-                    }
-                    changed = is_cut.changed() => if changed.is_err() { return },
-                }
-            }
-        });
-        Self { port, cut }
-    }
-
-    fn set_cut(&self, cut: bool) {
-        self.cut.send_replace(cut);
-    }
-}
-
 #[tokio::test]
 async fn a_lost_database_gives_503_and_the_service_recovers_by_itself_without_losing_data() {
     let Some(url) = test_database_url() else {
@@ -243,8 +192,8 @@ async fn a_lost_database_gives_503_and_the_service_recovers_by_itself_without_lo
             .next()
             .unwrap()
     };
-    let proxy = Proxy::start(target).await;
-    let port = proxy.port;
+    let proxy = TcpProxy::start(target).await;
+    let port = proxy.port();
     let postgres =
         spawn_app_on_postgres(|database| database.options().host("127.0.0.1").port(port))
             .await

@@ -13,8 +13,8 @@ use std::time::Duration;
 use items_adapters::memory::{
     InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
 };
-use items_adapters::postgres::PostgresStore;
 use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
+use items_adapters::postgres::{DEFAULT_POOL_SIZE, PostgresStore};
 use items_domain::{ItemRepository, ProductRepository, UserRepository};
 
 /// One adapter's repositories.
@@ -46,9 +46,13 @@ where
     let database = ScratchDatabase::create(&url)
         .await
         .expect("a scratch database");
-    let store = PostgresStore::connect(database.options(), Duration::from_secs(5))
-        .await
-        .expect("connects and migrates");
+    let store = PostgresStore::connect(
+        database.options(),
+        DEFAULT_POOL_SIZE,
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("connects and migrates");
     check(Repositories {
         items: Arc::new(store.items()),
         products: Arc::new(store.products()),

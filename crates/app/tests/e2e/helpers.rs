@@ -35,6 +35,9 @@ fn without_settings(mut command: Command) -> Command {
         "MAX_FILE_BYTES",
         "MAX_JSON_BYTES",
         "LOG_FORMAT",
+        "SHUTDOWN_DRAIN_MS",
+        "ADMIN_PORT",
+        "DATABASE_POOL_SIZE",
         "RUST_LOG",
     ] {
         command.env_remove(variable);
@@ -70,13 +73,21 @@ impl Service {
     /// Starts the binary on a free loopback port with these extra settings
     /// and waits until it answers.
     pub async fn start(settings: &[(&str, &str)]) -> Self {
-        Self::start_command(binary(), settings).await
+        Self::start_on(free_port(), settings).await
+    }
+
+    /// [`Service::start`] on this port (a restarted instance keeps its port).
+    pub async fn start_on(port: u16, settings: &[(&str, &str)]) -> Self {
+        Self::start_command_on(binary(), port, settings).await
     }
 
     /// Like [`Service::start`], with `command` as the process to start.
-    pub async fn start_command(mut command: Command, settings: &[(&str, &str)]) -> Self {
+    pub async fn start_command(command: Command, settings: &[(&str, &str)]) -> Self {
+        Self::start_command_on(command, free_port(), settings).await
+    }
+
+    async fn start_command_on(mut command: Command, port: u16, settings: &[(&str, &str)]) -> Self {
         let uploads = tempfile::tempdir().unwrap();
-        let port = free_port();
         command
             .env("HOST", "127.0.0.1")
             .env("PORT", port.to_string())

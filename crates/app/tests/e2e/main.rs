@@ -5,8 +5,10 @@
 
 mod helpers;
 
+mod admin;
 mod browser;
 mod connections;
+mod fleet;
 mod lifecycle;
 mod startup;
 mod two_instances;

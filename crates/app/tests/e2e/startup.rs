@@ -34,6 +34,10 @@ fn every_invalid_setting_exits_2_with_one_line_naming_it_c1() {
         ("MAX_FILE_BYTES", "-5"),
         ("MAX_JSON_BYTES", "lots"),
         ("LOG_FORMAT", "yaml"),
+        ("DATABASE_POOL_SIZE", "0"),
+        ("DATABASE_POOL_SIZE", "1001"),
+        ("ADMIN_PORT", "admin"),
+        ("SHUTDOWN_DRAIN_MS", "-1"),
     ] {
         let (status, _, stderr) = run_to_exit(&[(variable, value)], &[]);
         assert_eq!(status.code(), Some(2), "{variable}={value}");

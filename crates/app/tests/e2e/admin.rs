@@ -1,0 +1,104 @@
+//! The admin listener of the real binary (C11): readiness over PostgreSQL,
+//! the pool gauges, and a shutdown that turns readiness to 503 while the
+//! public port still serves, before the drain.
+
+use std::time::{Duration, Instant};
+
+use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
+use serde_json::Value;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn a_shutdown_turns_readyz_to_503_while_requests_are_still_served_c11() {
+    let Some(url) = test_database_url() else {
+        return;
+    };
+    let database = ScratchDatabase::create(&url).await.unwrap();
+    let database_url = database.url();
+    let admin_port = free_port().to_string();
+    let mut service = Service::start(&[
+        ("DATABASE_URL", database_url.as_str()),
+        ("DATABASE_POOL_SIZE", "3"),
+        ("ADMIN_PORT", admin_port.as_str()),
+        ("SHUTDOWN_DRAIN_MS", "1500"),
+    ])
+    .await;
+    let admin = format!("http://127.0.0.1:{admin_port}");
+    let client = reqwest::Client::new();
+
+    let ready = client.get(format!("{admin}/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+    let ready: Value = ready.json().await.unwrap();
+    assert_eq!(ready["checks"]["database"], "ok");
+    let metrics = client
+        .get(format!("{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("database_pool_max_connections 3"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("database_pool_idle_connections "));
+    assert!(metrics.contains("database_pool_connections "));
+
+    service.terminate();
+    let signalled = Instant::now();
+    // Readiness flips at once (the balancer's next check sees it)…
+    loop {
+        let status = client
+            .get(format!("{admin}/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        if status == 503 {
+            break;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_millis(500),
+            "readyz still {status} after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // …while the public port keeps answering during the drain delay.
+    let during_drain = client.get(service.url("/items")).send().await.unwrap();
+    assert_eq!(during_drain.status(), 200);
+    assert!(signalled.elapsed() < Duration::from_millis(1500));
+
+    let status = service.wait(Duration::from_secs(35)).await;
+    assert!(status.success(), "{status:?}");
+    assert!(
+        signalled.elapsed() >= Duration::from_millis(1500),
+        "exited before the drain delay"
+    );
+    drop(service);
+    database.drop().await;
+}
+
+#[tokio::test]
+async fn without_an_admin_port_there_is_no_admin_listener_and_sigterm_exits_at_once_c11() {
+    let mut service = Service::start(&[]).await;
+    let client = reqwest::Client::new();
+    assert_eq!(
+        client
+            .get(service.url("/readyz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+
+    service.terminate();
+    let signalled = Instant::now();
+    assert!(service.wait(Duration::from_secs(10)).await.success());
+    assert!(
+        signalled.elapsed() < Duration::from_secs(1),
+        "no drain delay"
+    );
+}

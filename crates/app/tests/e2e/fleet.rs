@@ -1,0 +1,555 @@
+//! The fleet (issue 11, C1, C11): three instances of the binary on one
+//! PostgreSQL database, behind haproxy from Debian's packages (round robin,
+//! `option httpchk GET /readyz` on each admin port, `option forwardfor`),
+//! the instances with `TRUST_PROXY=1`, all on loopback and all started and
+//! stopped here. It shows that the instances behave as one service, and that
+//! a rolling restart under steady load loses no request.
+//!
+//! haproxy is told not to retry on another instance: zero loss must come from
+//! the service's own shutdown (readiness 503 first, then `SHUTDOWN_DRAIN_MS`
+//! of serving, then the graceful stop). Measured with `SHUTDOWN_DRAIN_MS=0`
+//! instead: 174 of 1646 requests got haproxy's 503; with 2500 ms: 0 of 5709.
+//!
+//! The haproxy configuration is the one `docs/operations.md` recommends.
+//! haproxy must be installed (`.ci/run` installs it); without it the test is
+//! skipped, except under `CI=true`, where it fails.
+
+use std::net::{IpAddr, SocketAddr};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
+use items_adapters::tcp_proxy::TcpProxy;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+
+use crate::helpers::*;
+
+/// haproxy checks each instance's `/readyz` this often, and takes it out
+/// after one failed check.
+const CHECK_INTERVAL: &str = "1s";
+/// How long an instance keeps serving after SIGTERM with `/readyz` at 503:
+/// more than one check interval plus the check itself, so haproxy has
+/// stopped sending before the instance stops accepting.
+const DRAIN_MS: &str = "2500";
+const INSTANCES: usize = 3;
+/// How long an instance takes to use Redis again once it answers.
+const RETURN_TO_REDIS: Duration = Duration::from_secs(3);
+
+/// haproxy's configuration for the fleet: the recipe of `docs/operations.md`
+/// with loopback ports.
+fn haproxy_config(front: u16, stats: u16, instances: &[(u16, u16)]) -> String {
+    let servers: String = instances
+        .iter()
+        .enumerate()
+        .map(|(n, (port, admin))| {
+            format!("    server items{n} 127.0.0.1:{port} check port {admin}\n")
+        })
+        .collect();
+    format!(
+        "global
+    maxconn 1000
+
+defaults
+    mode http
+    timeout connect 1s
+    timeout client 30s
+    timeout server 30s
+    timeout check 1s
+    # No retry on another instance: the service's own drain (readiness
+    # 503, then serving on for SHUTDOWN_DRAIN_MS) must lose nothing alone.
+    retries 0
+
+frontend public
+    bind 127.0.0.1:{front}
+    default_backend items
+
+backend items
+    balance roundrobin
+    option forwardfor
+    option httpchk GET /readyz
+    http-check expect status 200
+    default-server inter {CHECK_INTERVAL} fall 1 rise 1
+{servers}
+listen stats
+    bind 127.0.0.1:{stats}
+    stats enable
+    stats uri /stats
+"
+    )
+}
+
+/// The haproxy binary, or `None` (after saying so) when it is not installed;
+/// under `CI=true` a missing haproxy fails the test.
+fn haproxy() -> Option<String> {
+    let found = [
+        "/usr/sbin/haproxy",
+        "/usr/bin/haproxy",
+        "/usr/local/sbin/haproxy",
+    ]
+    .into_iter()
+    .find(|path| std::path::Path::new(path).exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "haproxy must be installed in CI (apt-get install haproxy): the fleet test may not be skipped"
+        );
+        eprintln!("skipped: the fleet test needs haproxy (apt-get install haproxy)");
+    }
+    found.map(str::to_owned)
+}
+
+/// Three instances, haproxy in front, and the settings to restart them with.
+struct Fleet {
+    instances: Vec<Option<Service>>,
+    ports: Vec<(u16, u16)>,
+    settings: Vec<(String, String)>,
+    haproxy: Child,
+    front: String,
+    stats: String,
+    client: reqwest::Client,
+    _config: tempfile::TempDir,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        let _ = self.haproxy.kill();
+        let _ = self.haproxy.wait();
+    }
+}
+
+impl Fleet {
+    async fn start(haproxy: &str, settings: &[(&str, &str)]) -> Self {
+        let ports: Vec<(u16, u16)> = (0..INSTANCES).map(|_| (free_port(), free_port())).collect();
+        let settings: Vec<(String, String)> = settings
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect();
+        let mut instances = Vec::new();
+        for &(port, admin) in &ports {
+            instances.push(Some(start_instance(port, admin, &settings).await));
+        }
+        let (front, stats) = (free_port(), free_port());
+        let config = tempfile::tempdir().unwrap();
+        let path = config.path().join("haproxy.cfg");
+        std::fs::write(&path, haproxy_config(front, stats, &ports)).unwrap();
+        let haproxy = Command::new(haproxy)
+            .arg("-db")
+            .arg("-f")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let fleet = Self {
+            instances,
+            ports,
+            settings,
+            haproxy,
+            front: format!("http://127.0.0.1:{front}"),
+            stats: format!("http://127.0.0.1:{stats}/stats;csv"),
+            client: reqwest::Client::new(),
+            _config: config,
+        };
+        for n in 0..INSTANCES {
+            fleet.wait_until_balanced(n, "UP").await;
+        }
+        fleet
+    }
+
+    /// A URL on instance `n` directly, bypassing haproxy.
+    fn instance_url(&self, n: usize, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.ports[n].0)
+    }
+
+    fn front_url(&self, path: &str) -> String {
+        format!("{}{path}", self.front)
+    }
+
+    /// haproxy's view of instance `n`: `UP`, `DOWN`, … (its stats CSV).
+    async fn balancer_status(&self, n: usize) -> String {
+        let Ok(response) = self.client.get(&self.stats).send().await else {
+            return "no haproxy".into();
+        };
+        let csv = response.text().await.unwrap_or_default();
+        let mut lines = csv.lines();
+        let header: Vec<&str> = lines
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("# ")
+            .split(',')
+            .collect();
+        let column = |name| header.iter().position(|field| *field == name);
+        let (Some(server), Some(status)) = (column("svname"), column("status")) else {
+            return "no stats".into();
+        };
+        let name = format!("items{n}");
+        lines
+            .map(|line| line.split(',').collect::<Vec<_>>())
+            .find(|fields| fields.get(server) == Some(&name.as_str()))
+            .and_then(|fields| fields.get(status).map(|status| (*status).to_owned()))
+            .unwrap_or_default()
+    }
+
+    /// Waits until haproxy reports instance `n` as `wanted`.
+    async fn wait_until_balanced(&self, n: usize, wanted: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let status = self.balancer_status(n).await;
+            if status.starts_with(wanted) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "haproxy sees items{n} as {status:?}, not {wanted}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// SIGTERM to instance `n`, wait for it to exit 0, start it again on
+    /// the same ports, wait until haproxy sends to it again.
+    async fn restart(&mut self, n: usize) -> Duration {
+        let started = Instant::now();
+        let mut instance = self.instances[n].take().unwrap();
+        instance.terminate();
+        let status = instance.wait(Duration::from_secs(40)).await;
+        assert!(status.success(), "items{n} exited with {status:?}");
+        drop(instance);
+        let (port, admin) = self.ports[n];
+        self.instances[n] = Some(start_instance(port, admin, &self.settings).await);
+        self.wait_until_balanced(n, "UP").await;
+        started.elapsed()
+    }
+}
+
+async fn start_instance(port: u16, admin: u16, settings: &[(String, String)]) -> Service {
+    let admin = admin.to_string();
+    let mut all: Vec<(&str, &str)> = vec![
+        ("ADMIN_PORT", admin.as_str()),
+        ("TRUST_PROXY", "1"),
+        ("SHUTDOWN_DRAIN_MS", DRAIN_MS),
+    ];
+    all.extend(
+        settings
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str())),
+    );
+    Service::start_on(port, &all).await
+}
+
+async fn json_of(response: reqwest::Response) -> Value {
+    response.json().await.unwrap()
+}
+
+fn etag(response: &reqwest::Response) -> String {
+    response.headers()["etag"].to_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_fleet_behind_haproxy_is_one_service_and_a_rolling_restart_loses_no_request_c1_c11() {
+    let Some(haproxy) = haproxy() else { return };
+    let Some(url) = test_database_url() else {
+        return;
+    };
+    let database = ScratchDatabase::create(&url).await.unwrap();
+    let database_url = database.url();
+    let mut fleet = Fleet::start(
+        &haproxy,
+        &[
+            ("DATABASE_URL", database_url.as_str()),
+            ("RATE_LIMIT_MAX", "0"),
+        ],
+    )
+    .await;
+
+    writes_through_one_instance_are_read_through_the_others(&fleet).await;
+    a_rolling_restart_under_load_answers_every_request(&mut fleet).await;
+
+    drop(fleet);
+    database.drop().await;
+}
+
+/// (a) ids, ETags and `If-Match` mean the same on every instance.
+async fn writes_through_one_instance_are_read_through_the_others(fleet: &Fleet) {
+    let client = &fleet.client;
+    let created = client
+        .post(fleet.instance_url(0, "/items"))
+        .json(&json!({ "name": "shared" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let created = json_of(created).await;
+    let path = format!("/items/{}", created["id"]);
+
+    let on_second = client
+        .get(fleet.instance_url(1, &path))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(on_second.status(), 200);
+    let tag = etag(&on_second);
+    assert_eq!(json_of(on_second).await, created);
+    let on_third = client
+        .get(fleet.instance_url(2, &path))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(etag(&on_third), tag, "one item, one ETag on every instance");
+    let not_modified = client
+        .get(fleet.instance_url(0, &path))
+        .header("if-none-match", &tag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_modified.status(), 304);
+
+    // A conditional write on the third with the second's ETag succeeds…
+    let replaced = client
+        .put(fleet.instance_url(2, &path))
+        .header("if-match", &tag)
+        .json(&json!({ "name": "renamed" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replaced.status(), 200);
+    let read = client
+        .get(fleet.instance_url(1, &path))
+        .send()
+        .await
+        .unwrap();
+    let new_tag = etag(&read);
+    assert_ne!(new_tag, tag, "the second sees the third's write");
+    assert_eq!(json_of(read).await["name"], "renamed");
+    // …and the same stale ETag is refused on the first.
+    let stale = client
+        .put(fleet.instance_url(0, &path))
+        .header("if-match", &tag)
+        .json(&json!({ "name": "lost update" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 412);
+    let read = client
+        .get(fleet.instance_url(1, &path))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(etag(&read), new_tag);
+    assert_eq!(json_of(read).await["name"], "renamed");
+
+    // Through the balancer (round robin over all three): distinct ids, each
+    // readable at once by the next request, which another instance serves.
+    let mut ids = std::collections::HashSet::new();
+    for n in 0..9 {
+        let created = client
+            .post(fleet.front_url("/items"))
+            .json(&json!({ "name": format!("via balancer {n}") }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+        let created = json_of(created).await;
+        assert!(ids.insert(created["id"].as_i64().unwrap()));
+        let read = client
+            .get(fleet.front_url(&format!("/items/{}", created["id"])))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(json_of(read).await, created);
+    }
+}
+
+/// (b) Each instance in turn: SIGTERM, wait for exit, start again, wait
+/// until haproxy sends to it. Meanwhile clients send steadily through
+/// haproxy: every request gets a 2xx.
+async fn a_rolling_restart_under_load_answers_every_request(fleet: &mut Fleet) {
+    let item = json_of(
+        fleet
+            .client
+            .post(fleet.front_url("/items"))
+            .json(&json!({ "name": "steady" }))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let read_path = fleet.front_url(&format!("/items/{}", item["id"]));
+    let write_path = fleet.front_url("/items");
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|n| {
+            let stop = Arc::clone(&stop);
+            let (read_path, write_path) = (read_path.clone(), write_path.clone());
+            tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                let mut answers: Vec<u16> = Vec::new();
+                let deadline = Instant::now() + Duration::from_secs(90);
+                let mut sent = 0_u32;
+                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    sent += 1;
+                    // Mostly reads, one write in ten.
+                    let request = if sent.is_multiple_of(10) {
+                        client
+                            .post(&write_path)
+                            .json(&json!({ "name": format!("load {n}.{sent}") }))
+                    } else {
+                        client.get(&read_path)
+                    };
+                    let status = match request.timeout(Duration::from_secs(10)).send().await {
+                        Ok(response) => response.status().as_u16(),
+                        Err(_) => 0,
+                    };
+                    answers.push(status);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                answers
+            })
+        })
+        .collect();
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut took = Vec::new();
+    for n in 0..INSTANCES {
+        took.push(fleet.restart(n).await);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+
+    let mut answers = Vec::new();
+    for client in clients {
+        answers.extend(client.await.unwrap());
+    }
+    let failed: Vec<u16> = answers
+        .iter()
+        .copied()
+        .filter(|status| !(200..300).contains(status))
+        .collect();
+    eprintln!(
+        "rolling restart: {} requests sent, {} not answered 2xx; restarts took {took:?}",
+        answers.len(),
+        failed.len()
+    );
+    assert!(
+        answers.len() > 100,
+        "the load was not steady: {}",
+        answers.len()
+    );
+    assert!(failed.is_empty(), "lost or failed requests: {failed:?}");
+}
+
+/// Redis at 127.0.0.1:6379, or `None` (after saying so) when it does not
+/// answer; under `CI=true` a missing Redis fails the test.
+async fn redis() -> Option<SocketAddr> {
+    let address = SocketAddr::from(([127, 0, 0, 1], 6379));
+    let answers = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(address))
+        .await
+        .is_ok_and(|connected| connected.is_ok());
+    if !answers {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "Redis must answer on 127.0.0.1:6379 in CI: the fleet's rate-limit test may not be skipped"
+        );
+        eprintln!("skipped: the fleet's rate-limit test needs Redis on 127.0.0.1:6379");
+    }
+    answers.then_some(address)
+}
+
+/// A client whose connections come from a loopback address of its own
+/// (127.a.b.c, random): haproxy appends it to `X-Forwarded-For`, so its
+/// rate-limit key is unique to this run, whatever else uses the same Redis.
+fn client_from_own_address() -> (reqwest::Client, IpAddr) {
+    // std's hasher keys are random per process: enough randomness here.
+    let random = std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), 0_u8);
+    let [a, b, c, ..] = random.to_le_bytes();
+    let address = IpAddr::from([127, a, b, c.max(2)]);
+    let client = reqwest::Client::builder()
+        .local_address(address)
+        .build()
+        .unwrap();
+    (client, address)
+}
+
+/// Sends `count` `GET /` through the balancer, each with an
+/// `X-Forwarded-For` the client wrote itself (a different address every
+/// time, which must not buy it a new budget); the statuses, in order.
+async fn send_through(fleet: &Fleet, client: &reqwest::Client, count: u32) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for n in 0..count {
+        let started = Instant::now();
+        let response = client
+            .get(fleet.front_url("/"))
+            .header("x-forwarded-for", format!("198.51.100.{}", n % 250))
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "a request waited {:?}",
+            started.elapsed()
+        );
+        statuses.push(response.status().as_u16());
+    }
+    statuses
+}
+
+fn count(statuses: &[u16], status: u16) -> usize {
+    statuses.iter().filter(|&&seen| seen == status).count()
+}
+
+#[tokio::test]
+#[ignore = "needs the shared Redis limiter and TRUST_PROXY as a hop count (limiter branch); today it gets (90, 0): per-instance budgets keyed by the client's own X-Forwarded-For"]
+async fn one_client_gets_rate_limit_max_across_the_fleet_and_is_still_answered_without_redis_c9() {
+    let Some(haproxy) = haproxy() else { return };
+    let Some(url) = test_database_url() else {
+        return;
+    };
+    let Some(redis) = redis().await else { return };
+    let proxy = TcpProxy::start(redis).await;
+    let database = ScratchDatabase::create(&url).await.unwrap();
+    let database_url = database.url();
+    let redis_url = format!("redis://127.0.0.1:{}/", proxy.port());
+    // 30 per 10 minutes: one request's worth refills every 20 s, far longer
+    // than each step below takes.
+    let fleet = Fleet::start(
+        &haproxy,
+        &[
+            ("DATABASE_URL", database_url.as_str()),
+            ("REDIS_URL", redis_url.as_str()),
+            ("RATE_LIMIT_MAX", "30"),
+            ("RATE_LIMIT_WINDOW_MS", "600000"),
+        ],
+    )
+    .await;
+    let (client, address) = client_from_own_address();
+
+    // (c) Round robin spreads 90 requests over three instances; one budget.
+    let statuses = send_through(&fleet, &client, 90).await;
+    assert_eq!(
+        (count(&statuses, 200), count(&statuses, 429)),
+        (30, 60),
+        "client {address}: {statuses:?}"
+    );
+    assert!(statuses[..30].iter().all(|&status| status == 200));
+
+    // (d) Redis unreachable: every request is still answered, at once, each
+    // instance on a budget of its own (fresh: 20 requests each, all 200,
+    // although the shared budget is spent).
+    proxy.set_cut(true);
+    let statuses = send_through(&fleet, &client, 60).await;
+    assert_eq!(count(&statuses, 200), 60, "{statuses:?}");
+
+    // Redis back: the instances return to the shared budget, which is
+    // spent, while their own budgets still had 10 each.
+    proxy.set_cut(false);
+    tokio::time::sleep(RETURN_TO_REDIS).await;
+    let statuses = send_through(&fleet, &client, 6).await;
+    assert_eq!(count(&statuses, 429), 6, "{statuses:?}");
+
+    drop(fleet);
+    database.drop().await;
+}
