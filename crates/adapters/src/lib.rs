@@ -3,6 +3,7 @@
 //!
 //! - [`memory`]: driven adapter, in-memory repositories (the default store);
 //! - [`postgres`]: driven adapter, PostgreSQL repositories (`DATABASE_URL`);
+//! - [`redis`]: driven adapter, rate-limit budgets shared in Redis (`REDIS_URL`);
 //! - [`disk`]: driven adapter, the local-disk upload store;
 //! - [`http`]: driving adapter, the actix-web HTTP edge.
 
@@ -10,4 +11,5 @@ pub mod disk;
 pub mod http;
 pub mod memory;
 pub mod postgres;
+pub mod redis;
 pub mod tcp_proxy;

@@ -5,7 +5,6 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
-use clap::builder::BoolishValueParser;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -41,11 +40,17 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub rate_limit_window_ms: u64,
 
-    /// Take the client address from `Forwarded` / `X-Forwarded-For` (only
-    /// behind a proxy you run).
+    /// How many proxies of yours stand in front: `false`/`0` none, `true` =
+    /// 1, or a number N; the client is then the Nth address from the right of
+    /// `X-Forwarded-For` (or `Forwarded: for=`).
     #[arg(long, env = "TRUST_PROXY", default_value = "false", num_args = 0..=1,
-          default_missing_value = "true", value_parser = BoolishValueParser::new())]
-    pub trust_proxy: bool,
+          default_missing_value = "true", value_parser = parse_trust_proxy)]
+    pub trust_proxy: u32,
+
+    /// Redis URL (`redis://…`): rate-limit budgets shared by every instance
+    /// using it; unset: budgets live in this process.
+    #[arg(long, env = "REDIS_URL", value_parser = parse_redis_url)]
+    pub redis_url: Option<String>,
 
     /// Largest single uploaded file, in bytes.
     #[arg(long, env = "MAX_FILE_BYTES", default_value_t = 10_485_760,
@@ -97,6 +102,29 @@ fn parse_host(raw: &str) -> Result<IpAddr, String> {
     }
     raw.parse()
         .map_err(|_| "must be an IP address or `localhost`".to_owned())
+}
+
+/// `TRUST_PROXY`: a boolean (`true` is one proxy) or a hop count.
+fn parse_trust_proxy(raw: &str) -> Result<u32, String> {
+    match raw.to_ascii_lowercase().as_str() {
+        "false" => Ok(0),
+        "true" => Ok(1),
+        number => number
+            .parse()
+            .map_err(|_| "must be `false`, `true` or a number of proxies".to_owned()),
+    }
+}
+
+fn parse_redis_url(raw: &str) -> Result<String, String> {
+    let scheme_ok = ["redis://", "rediss://"].iter().any(|scheme| {
+        raw.get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+    });
+    if scheme_ok && raw.len() > "redis://".len() {
+        Ok(raw.to_owned())
+    } else {
+        Err("must be a redis:// or rediss:// URL".to_owned())
+    }
 }
 
 fn parse_database_url(raw: &str) -> Result<String, String> {
@@ -199,7 +227,8 @@ mod tests {
         assert_eq!(config.uploads_dir, PathBuf::from("uploads"));
         assert_eq!(config.rate_limit_max, 100);
         assert_eq!(config.rate_limit_window_ms, 900_000);
-        assert!(!config.trust_proxy);
+        assert_eq!(config.trust_proxy, 0);
+        assert_eq!(config.redis_url, None);
         assert_eq!(config.max_file_bytes, 10_485_760);
         assert_eq!(config.max_json_bytes, 102_400);
         assert_eq!(config.log_format, LogFormat::Text);
@@ -243,6 +272,9 @@ mod tests {
             (&["--rate-limit-max", "4294967296"][..], "RATE_LIMIT_MAX"),
             (&["--rate-limit-window-ms", "0"][..], "RATE_LIMIT_WINDOW_MS"),
             (&["--trust-proxy", "maybe"][..], "TRUST_PROXY"),
+            (&["--trust-proxy", "-1"][..], "TRUST_PROXY"),
+            (&["--redis-url", "http://x"][..], "REDIS_URL"),
+            (&["--redis-url", "redis://"][..], "REDIS_URL"),
             (&["--max-file-bytes=0"][..], "MAX_FILE_BYTES"),
             (&["--max-json-bytes", "x"][..], "MAX_JSON_BYTES"),
             (&["--log-format", "xml"][..], "LOG_FORMAT"),
@@ -259,10 +291,22 @@ mod tests {
     }
 
     #[test]
-    fn trust_proxy_is_a_flag_or_a_boolean_value_c1() {
-        assert!(parse(&["--trust-proxy"]).unwrap().trust_proxy);
-        assert!(parse(&["--trust-proxy=true"]).unwrap().trust_proxy);
-        assert!(!parse(&["--trust-proxy=false"]).unwrap().trust_proxy);
+    fn trust_proxy_is_a_flag_a_boolean_or_a_hop_count_c1() {
+        let hops = |args: &[&str]| parse(args).unwrap().trust_proxy;
+        assert_eq!(hops(&["--trust-proxy"]), 1);
+        assert_eq!(hops(&["--trust-proxy=true"]), 1);
+        assert_eq!(hops(&["--trust-proxy=TRUE"]), 1);
+        assert_eq!(hops(&["--trust-proxy=false"]), 0);
+        assert_eq!(hops(&["--trust-proxy=0"]), 0);
+        assert_eq!(hops(&["--trust-proxy=3"]), 3);
+    }
+
+    #[test]
+    fn redis_urls_must_be_redis_c1() {
+        let url = parse(&["--redis-url", "redis://127.0.0.1:6379/0"])
+            .unwrap()
+            .redis_url;
+        assert_eq!(url.as_deref(), Some("redis://127.0.0.1:6379/0"));
     }
 
     #[test]

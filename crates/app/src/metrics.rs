@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use items_adapters::http::metrics::{REQUEST_DURATION, REQUEST_DURATION_BUCKETS, describe};
+use items_adapters::redis::STORE_ERRORS;
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// How often histogram samples are folded into their buckets between
@@ -25,6 +26,11 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
         )?
         .install_recorder()?;
     describe();
+    metrics::describe_counter!(
+        STORE_ERRORS,
+        "Rate-limit requests the shared store (Redis) failed or answered too slowly; each was counted in the local budget."
+    );
+    metrics::counter!(STORE_ERRORS).increment(0);
     Ok(handle)
 }
 

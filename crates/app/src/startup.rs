@@ -12,10 +12,14 @@ use items_adapters::http::{
     Services, UploadLimits,
 };
 use items_adapters::memory::{
-    InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
+    InMemoryItemRepository, InMemoryProductRepository, InMemoryRateLimitStore,
+    InMemoryUserRepository,
 };
 use items_adapters::postgres::{ConnectError, PostgresStore};
-use items_domain::{HealthCheck, ItemService, ProductService, UploadService, UserService};
+use items_adapters::redis::RedisRateLimitStore;
+use items_domain::{
+    HealthCheck, ItemService, ProductService, RateLimiter, UploadService, UserService,
+};
 
 use crate::config::Config;
 
@@ -97,18 +101,26 @@ impl Application {
             ..HttpSettings::default()
         };
         let uploads = UploadService::new(Arc::new(uploads));
+        let redis = config.redis_url.as_deref().map(open_redis).transpose()?;
+        let rate_limits = rate_limiter(redis.clone());
         let (services, store) = match &config.database_url {
-            None => (in_memory_services(uploads), None),
+            None => (in_memory_services(uploads, rate_limits), None),
             Some(url) => {
                 let store = connect(url, config.database_pool_size).await?;
-                (postgres_services(&store, uploads), Some(store))
+                (postgres_services(&store, uploads, rate_limits), Some(store))
             }
         };
         let checks: Vec<Arc<dyn HealthCheck>> = store
             .iter()
             .map(|store| Arc::new(store.clone()) as Arc<dyn HealthCheck>)
             .collect();
-        let readiness = Readiness::new(checks, Vec::new());
+        // Without Redis the limiter falls back to local budgets (C9): the
+        // instance stays ready, reported as degraded.
+        let degradable: Vec<Arc<dyn HealthCheck>> = redis
+            .into_iter()
+            .map(|redis| redis as Arc<dyn HealthCheck>)
+            .collect();
+        let readiness = Readiness::new(checks, degradable);
         let admin = match config.admin_port {
             None => None,
             Some(port) => Some(admin(config, port, Arc::clone(&readiness), store)?),
@@ -188,9 +200,27 @@ fn admin(
 /// wrong URL fails the deployment quickly.
 const DATABASE_PATIENCE: Duration = Duration::from_secs(15);
 
-fn in_memory_services(uploads: UploadService) -> Services {
+/// The shared rate-limit store on `url` (C9).
+fn open_redis(url: &str) -> Result<Arc<RedisRateLimitStore>, StartError> {
+    RedisRateLimitStore::open(url, RedisRateLimitStore::DEFAULT_PREFIX)
+        .map(Arc::new)
+        .map_err(|cause| StartError::Setting(format!("invalid REDIS_URL (--redis-url): {cause}")))
+}
+
+/// Budgets in this process, shared through Redis when it is configured; the
+/// local store is the fallback while Redis does not answer (C9).
+fn rate_limiter(redis: Option<Arc<RedisRateLimitStore>>) -> RateLimiter {
+    let local = Arc::new(InMemoryRateLimitStore::default());
+    match redis {
+        None => RateLimiter::local(local),
+        Some(redis) => RateLimiter::shared(redis, local),
+    }
+}
+
+fn in_memory_services(uploads: UploadService, rate_limits: RateLimiter) -> Services {
     Services {
         uploads,
+        rate_limits,
         items: ItemService::new(Arc::new(InMemoryItemRepository::new())),
         products: ProductService::new(Arc::new(InMemoryProductRepository::new())),
         users: UserService::new(Arc::new(InMemoryUserRepository::seeded())),
@@ -208,8 +238,13 @@ async fn connect(url: &str, pool_size: u32) -> Result<PostgresStore, StartError>
         })
 }
 
-fn postgres_services(store: &PostgresStore, uploads: UploadService) -> Services {
+fn postgres_services(
+    store: &PostgresStore,
+    uploads: UploadService,
+    rate_limits: RateLimiter,
+) -> Services {
     Services {
+        rate_limits,
         items: ItemService::new(Arc::new(store.items())),
         products: ProductService::new(Arc::new(store.products())),
         users: UserService::new(Arc::new(store.users())),

@@ -13,6 +13,7 @@
 
 pub mod entities;
 pub mod ports;
+pub mod rate_limit;
 pub mod uploads;
 pub mod use_cases;
 pub mod values;
@@ -21,6 +22,7 @@ pub use entities::{Item, ItemPage, ItemQuery, Product, User};
 pub use ports::{
     HealthCheck, ItemRepository, ProductRepository, Replaced, RepositoryError, UserRepository,
 };
+pub use rate_limit::{Gcra, RateLimitStore, RateLimiter, Spent, Verdict};
 pub use uploads::{PendingUpload, StoredName, UploadService, UploadStore, UploadStoreError};
 pub use use_cases::{
     CreateError, GetItemError, ItemService, ProductService, ReplaceItemError, UserService,

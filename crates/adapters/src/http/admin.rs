@@ -81,7 +81,7 @@ impl Readiness {
 
     /// Pings every dependency at once, each bounded by [`CHECK_TIMEOUT`].
     async fn check(&self) -> (Vec<Outcome>, Vec<Outcome>) {
-        futures_util::join!(ping_all(&self.needed), ping_all(&self.degradable))
+        tokio::join!(ping_all(&self.needed), ping_all(&self.degradable))
     }
 }
 

@@ -19,6 +19,8 @@ pub const REQUEST_DURATION: &str = "http_server_request_duration_seconds";
 pub const REQUESTS_IN_FLIGHT: &str = "http_server_active_requests";
 /// Bytes of uploaded files kept (after the request's files were committed).
 pub const UPLOADED_BYTES: &str = "uploaded_bytes_total";
+/// Requests refused with 429 by the rate limiter (C9).
+pub const RATE_LIMIT_REFUSALS: &str = "rate_limit_refusals_total";
 /// The `route` label of requests that matched no route: one fixed value, so a
 /// scan of random paths cannot create a series per path.
 pub const UNMATCHED_ROUTE: &str = "unmatched";
@@ -44,9 +46,14 @@ pub fn describe() {
         Unit::Bytes,
         "Bytes of uploaded files stored."
     );
+    describe_counter!(
+        RATE_LIMIT_REFUSALS,
+        "Requests refused with 429 because the client's budget was spent."
+    );
     // Shown as 0 from the first scrape rather than missing until the first
-    // upload, so a rate over it is defined from the start.
+    // event, so a rate over them is defined from the start.
     counter!(UPLOADED_BYTES).increment(0);
+    counter!(RATE_LIMIT_REFUSALS).increment(0);
 }
 
 /// Counts the bytes of files an upload request stored.

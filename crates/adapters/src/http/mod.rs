@@ -24,7 +24,7 @@ mod server;
 mod uploads;
 mod users;
 
-use items_domain::{ItemService, ProductService, UploadService, UserService};
+use items_domain::{ItemService, ProductService, RateLimiter, UploadService, UserService};
 
 pub use admin::{AdminServer, Readiness, RenderMetrics};
 pub use body::BodyLimits;
@@ -40,6 +40,8 @@ pub struct Services {
     pub products: ProductService,
     pub users: UserService,
     pub uploads: UploadService,
+    /// Rate-limit budgets (C9); used when `HttpSettings::rate_limit` sets a maximum.
+    pub rate_limits: RateLimiter,
 }
 
 /// How the HTTP adapter behaves, from the service's configuration (C1).

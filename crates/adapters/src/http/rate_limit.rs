@@ -1,39 +1,30 @@
-//! Rate limiting (C9) with actix-governor, speaking the standard
-//! `RateLimit-*` headers instead of actix-governor's `x-ratelimit-*`.
+//! Rate limiting (C9) at the HTTP edge: who the client is, what its budget
+//! says, and the standard `RateLimit-*` headers (never `X-RateLimit-*`).
 //!
-//! The budget is GCRA, as actix-governor does it: a bucket of `max` requests
-//! per client that refills one request every `window / max`. A fresh client
-//! may send `max` at once; after that one request per period. (Express'
-//! fixed window instead resets the whole budget at the end of each window;
-//! GCRA has no such cliff, which is why `RateLimit-Reset` here means "seconds
-//! until the full budget is back".)
+//! The budget itself is the domain's [`RateLimiter`] (GCRA over a store: in
+//! this process, or in Redis shared by every instance). GCRA has no fixed
+//! window: a fresh client may send `max` at once, then one request per
+//! `window / max`. (Express' fixed window instead resets the whole budget at
+//! the end of each window; GCRA has no such cliff, which is why
+//! `RateLimit-Reset` here means "seconds until the full budget is back".)
 //!
-//! Division of labour:
-//! - [`ClientIp`] is the key (peer address, or the proxy's word for it with
-//!   `TRUST_PROXY`) and builds the 429 itself, where the exact wait is known:
-//!   a problem body, `Retry-After` rounded *up* (actix-governor floors it,
-//!   which can say `0`) and the `RateLimit-*` headers;
-//! - [`standard_headers`], registered just outside the limiter, swaps the
-//!   `x-ratelimit-*` headers of allowed responses for `RateLimit-*`, from the
-//!   `GovernorResult` actix-governor leaves in the request's extensions.
+//! actix-governor, which this middleware replaced, keeps its budgets in a
+//! map of its own: it can neither share them across instances nor bound how
+//! many clients it tracks, both of which C9 requires.
 
-use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
-use actix_governor::governor::NotUntil;
-use actix_governor::governor::clock::{Clock, DefaultClock, QuantaInstant};
-use actix_governor::governor::middleware::StateInformationMiddleware;
-use actix_governor::{
-    Governor, GovernorConfig, GovernorConfigBuilder, GovernorResult, KeyExtractor,
-};
-use actix_web::body::MessageBody;
+use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
-use actix_web::middleware::{Condition, Next};
-use actix_web::{HttpMessage, HttpResponse, HttpResponseBuilder, ResponseError};
+use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::{HttpResponse, ResponseError};
+use items_domain::{Gcra, RateLimiter, Verdict};
 
+use super::metrics::RATE_LIMIT_REFUSALS;
 use super::problem::ApiError;
 
 /// The limiter's settings (C1, C9).
@@ -42,28 +33,31 @@ pub struct RateLimitSettings {
     /// Requests per client per window; `None` turns limiting off (`RATE_LIMIT_MAX=0`).
     pub max: Option<NonZeroU32>,
     pub window: Duration,
-    /// Key clients by `Forwarded` / `X-Forwarded-For` rather than the peer.
-    pub trust_proxy: bool,
+    /// How many proxies of ours stand in front (`TRUST_PROXY`): the client is
+    /// the address that many entries from the right of `X-Forwarded-For`
+    /// (or `Forwarded: for=`); `0` keys on the peer address.
+    pub trust_proxy: u32,
 }
 
 /// What the headers announce: the budget, the window and the refill period.
 /// The two constant header values are rendered once, not per request.
 #[derive(Debug, Clone)]
 pub(crate) struct Policy {
-    limit: u32,
-    period: Duration,
+    gcra: Gcra,
+    trust_proxy: u32,
     policy_header: HeaderValue,
     limit_header: HeaderValue,
 }
 
 impl Policy {
-    fn new(limit: u32, window: Duration, period: Duration) -> Self {
-        Self {
-            limit,
-            period,
-            policy_header: policy_header(limit, window),
-            limit_header: HeaderValue::from(limit),
-        }
+    pub(crate) fn new(settings: RateLimitSettings) -> Option<Self> {
+        let limit = settings.max?;
+        Some(Self {
+            gcra: Gcra::new(limit, settings.window),
+            trust_proxy: settings.trust_proxy,
+            policy_header: policy_header(limit.get(), settings.window),
+            limit_header: HeaderValue::from(limit.get()),
+        })
     }
 
     fn insert(&self, headers: &mut HeaderMap, remaining: u32, reset: Duration) {
@@ -99,42 +93,63 @@ fn ceil_secs(duration: Duration) -> u64 {
 
 /// The rate-limit key: the client's IP address; IPv6 clients by their /56
 /// prefix (one subscriber's usual allocation, and express-rate-limit's default).
-#[derive(Debug, Clone)]
-pub(crate) struct ClientIp {
-    trust_proxy: bool,
-    policy: Policy,
-}
-
-impl ClientIp {
-    fn address(&self, request: &ServiceRequest) -> IpAddr {
-        let forwarded = self
-            .trust_proxy
-            .then(|| {
-                request
-                    .connection_info()
-                    .realip_remote_addr()
-                    .and_then(parse_address)
-            })
-            .flatten();
-        // A request with no peer address (never over TCP) shares one key
-        // rather than failing: the limiter must not turn into a 500.
-        let address = forwarded
-            .or_else(|| request.peer_addr().map(|peer| peer.ip()))
-            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-        match address.to_canonical() {
-            IpAddr::V6(v6) => {
-                let mut octets = v6.octets();
-                octets[7..].fill(0);
-                IpAddr::from(octets)
-            }
-            v4 => v4,
+fn client_key(request: &ServiceRequest, trust_proxy: u32) -> IpAddr {
+    let forwarded = usize::try_from(trust_proxy)
+        .ok()
+        .filter(|hops| *hops > 0)
+        .and_then(|hops| forwarded_client(request.headers(), hops));
+    // A request with no peer address (never over TCP) shares one key rather
+    // than failing: the limiter must not turn into a 500.
+    let address = forwarded
+        .or_else(|| request.peer_addr().map(|peer| peer.ip()))
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    match address.to_canonical() {
+        IpAddr::V6(v6) => {
+            let mut octets = v6.octets();
+            octets[7..].fill(0);
+            IpAddr::from(octets)
         }
+        v4 => v4,
     }
 }
 
+/// The client as `hops` proxies of ours report it: the `hops`-th address
+/// from the right of `Forwarded: for=` (when sent) or `X-Forwarded-For`.
+/// Each proxy appends the address it received from, so entries further left
+/// were written by the client itself and are never used; with fewer entries
+/// than `hops`, the leftmost present is the best there is. An entry that is
+/// not an address (`unknown`, garbage) gives `None`: the peer is used.
+fn forwarded_client(headers: &HeaderMap, hops: usize) -> Option<IpAddr> {
+    let entries: Vec<&str> = if headers.contains_key(header::FORWARDED) {
+        list_entries(headers, &header::FORWARDED)
+            .filter_map(forwarded_for)
+            .collect()
+    } else {
+        list_entries(headers, &header::X_FORWARDED_FOR).collect()
+    };
+    let index = entries.len().checked_sub(hops).unwrap_or(0);
+    entries.get(index).copied().and_then(parse_address)
+}
+
+/// The comma-separated entries of every `name` header, in order (several
+/// header lines are one list, RFC 9110 §5.3).
+fn list_entries<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item = &'a str> {
+    headers
+        .get_all(name)
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+}
+
+/// The `for=` parameter of one `Forwarded` element (`for=1.2.3.4;proto=http`).
+fn forwarded_for(element: &str) -> Option<&str> {
+    element.split(';').find_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        name.trim().eq_ignore_ascii_case("for").then_some(value)
+    })
+}
+
 /// Reads an address as proxies write it: `1.2.3.4`, `1.2.3.4:80`, `::1`,
-/// `[::1]:80`, `"[::1]"`; `unknown` or garbage gives `None` (and the peer
-/// address is used instead).
+/// `[::1]:80`, `"[::1]"`; `unknown` or garbage gives `None`.
 fn parse_address(raw: &str) -> Option<IpAddr> {
     let raw = raw.trim().trim_matches('"');
     raw.parse::<IpAddr>()
@@ -143,133 +158,60 @@ fn parse_address(raw: &str) -> Option<IpAddr> {
         .or_else(|| raw.strip_prefix('[')?.split(']').next()?.parse().ok())
 }
 
-impl KeyExtractor for ClientIp {
-    type Key = IpAddr;
-    type KeyExtractionError = ApiError;
-
-    fn extract(&self, request: &ServiceRequest) -> Result<IpAddr, ApiError> {
-        Ok(self.address(request))
-    }
-
-    fn exceed_rate_limit_response(
-        &self,
-        negative: &NotUntil<QuantaInstant>,
-        _: HttpResponseBuilder,
-    ) -> HttpResponse {
-        let wait = negative.wait_time_from(DefaultClock::default().now());
-        let retry_after_secs = ceil_secs(wait).max(1);
-        let mut response = ApiError::TooManyRequests { retry_after_secs }.error_response();
-        // The whole budget is back once this request's cell and the other
-        // `limit - 1` have refilled.
-        let full = wait + self.policy.period * self.policy.limit.saturating_sub(1);
-        self.policy.insert(response.headers_mut(), 0, full);
-        response
-    }
+/// The limiter of one server: its policy and the budgets, shared by every
+/// worker. `None` policy: limiting is off.
+#[derive(Debug, Clone)]
+pub(crate) struct Limiter {
+    policy: Option<Policy>,
+    budgets: RateLimiter,
 }
 
-type Config = GovernorConfig<ClientIp, StateInformationMiddleware>;
-
-/// The limiter for one server: built once and shared by every worker (each
-/// worker's middleware points at the same keyed state).
-#[derive(Debug)]
-pub(crate) struct RateLimiter {
-    config: Config,
-    policy: Policy,
-    enabled: bool,
-}
-
-impl RateLimiter {
-    pub(crate) fn new(settings: RateLimitSettings) -> Self {
-        let limit = settings.max.map_or(1, NonZeroU32::get);
-        // At least one nanosecond: governor refuses a zero period.
-        let period = (settings.window / limit).max(Duration::from_nanos(1));
-        let policy = Policy::new(limit, settings.window, period);
-        let config = GovernorConfigBuilder::default()
-            .key_extractor(ClientIp {
-                trust_proxy: settings.trust_proxy,
-                policy: policy.clone(),
-            })
-            .period(period)
-            .burst_size(limit)
-            .use_headers()
-            .finish();
-        // `finish` is `None` only for a zero period or burst, excluded above.
-        let Some(config) = config else {
-            unreachable!("period and burst are non-zero")
-        };
+impl Limiter {
+    pub(crate) fn new(settings: RateLimitSettings, budgets: RateLimiter) -> Self {
         Self {
-            config,
-            policy,
-            enabled: settings.max.is_some(),
+            policy: Policy::new(settings),
+            budgets,
         }
     }
-
-    pub(crate) fn policy(&self) -> Policy {
-        self.policy.clone()
-    }
-
-    /// The middleware; a pass-through when limiting is off.
-    pub(crate) fn middleware(&self) -> Condition<Governor<ClientIp, StateInformationMiddleware>> {
-        Condition::new(self.enabled, Governor::new(&self.config))
-    }
-
-    /// Forgets clients whose budget is full again, every `every`: without it
-    /// the keyed state grows with every address ever seen.
-    pub(crate) fn prune_periodically(
-        &self,
-        every: Duration,
-    ) -> Option<impl Future<Output = ()> + use<>> {
-        let limiter = self.enabled.then(|| self.config.limiter())?;
-        Some(async move {
-            let mut ticks = tokio::time::interval(every);
-            loop {
-                ticks.tick().await;
-                limiter.retain_recent();
-                limiter.shrink_to_fit();
-            }
-        })
-    }
 }
 
-/// actix-governor's own header names, never sent (spec §8: no `X-RateLimit-*`).
-const LEGACY: [&str; 4] = [
-    "x-ratelimit-limit",
-    "x-ratelimit-remaining",
-    "x-ratelimit-after",
-    "x-ratelimit-whitelisted",
-];
-
-/// Middleware just outside the limiter: `RateLimit-*` on every counted
-/// response, from the verdict actix-governor left in the request extensions.
-/// After an allowed request `remaining` cells are left, so the budget is full
-/// again after the other `limit - remaining` refill — an upper bound, off by
-/// less than one period, since governor keeps the exact arrival time private.
-pub(crate) async fn standard_headers(
-    policy: std::sync::Arc<Policy>,
+/// Middleware right on the router (CORS answers preflights further out, so
+/// they are never counted): spends one request of the client's budget, and
+/// either serves it with the `RateLimit-*` headers or refuses it with a 429
+/// problem, `Retry-After` rounded *up* (never `0`) and the same headers.
+pub(crate) async fn limit_rate(
+    limiter: Arc<Limiter>,
     request: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let mut response = next.call(request).await?;
-    let remaining = match response
-        .request()
-        .extensions()
-        .get::<GovernorResult<ApiError>>()
-    {
-        Some(GovernorResult::Ok {
-            remaining: Some(remaining),
-            ..
-        }) => Some(*remaining),
-        _ => None,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let Some(policy) = &limiter.policy else {
+        return Ok(next.call(request).await?.map_into_boxed_body());
     };
-    let headers = response.headers_mut();
-    for name in LEGACY {
-        headers.remove(name);
+    let client = client_key(&request, policy.trust_proxy);
+    let verdict = match limiter.budgets.check(client, policy.gcra).await {
+        Ok(verdict) => verdict,
+        Err(cause) => {
+            // Only the in-process store is left, and it cannot fail; should
+            // it ever, serving unlimited beats refusing everyone.
+            tracing::error!(error = %cause, "no rate-limit budget could be read; request served unlimited");
+            return Ok(next.call(request).await?.map_into_boxed_body());
+        }
+    };
+    match verdict {
+        Verdict::Allowed { remaining, reset } => {
+            let mut response = next.call(request).await?.map_into_boxed_body();
+            policy.insert(response.headers_mut(), remaining, reset);
+            Ok(response)
+        }
+        Verdict::Refused { retry_after, reset } => {
+            metrics::counter!(RATE_LIMIT_REFUSALS).increment(1);
+            let retry_after_secs = ceil_secs(retry_after).max(1);
+            let mut response: HttpResponse =
+                ApiError::TooManyRequests { retry_after_secs }.error_response();
+            policy.insert(response.headers_mut(), 0, reset);
+            Ok(request.into_response(response))
+        }
     }
-    if let Some(remaining) = remaining {
-        let spent = policy.limit.saturating_sub(remaining);
-        policy.insert(headers, remaining, policy.period * spent);
-    }
-    Ok(response)
 }
 
 #[cfg(test)]
@@ -301,6 +243,57 @@ mod tests {
         assert_eq!(parse_address("unknown"), None);
         assert_eq!(parse_address("_hidden"), None);
         assert_eq!(parse_address(""), None);
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(
+                HeaderName::try_from(*name).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        headers
+    }
+
+    fn ip(raw: &str) -> Option<IpAddr> {
+        Some(raw.parse().unwrap())
+    }
+
+    #[test]
+    fn the_client_is_the_nth_forwarded_address_from_the_right_c1_c9() {
+        let sent = headers(&[("x-forwarded-for", "10.0.0.1, 198.51.100.2, 203.0.113.7")]);
+        assert_eq!(forwarded_client(&sent, 1), ip("203.0.113.7"));
+        assert_eq!(forwarded_client(&sent, 2), ip("198.51.100.2"));
+        assert_eq!(forwarded_client(&sent, 3), ip("10.0.0.1"));
+        // Fewer entries than proxies: the leftmost present, never beyond it.
+        assert_eq!(forwarded_client(&sent, 9), ip("10.0.0.1"));
+    }
+
+    #[test]
+    fn several_forwarded_for_lines_are_one_list_c9() {
+        let sent = headers(&[
+            ("x-forwarded-for", "10.0.0.1"),
+            ("x-forwarded-for", "203.0.113.7"),
+        ]);
+        assert_eq!(forwarded_client(&sent, 1), ip("203.0.113.7"));
+    }
+
+    #[test]
+    fn the_forwarded_header_is_read_by_its_for_parameters_c9() {
+        let sent = headers(&[(
+            "forwarded",
+            "for=10.0.0.1;proto=http, for=\"[2001:db8::7]:4711\";by=proxy",
+        )]);
+        assert_eq!(forwarded_client(&sent, 1), ip("2001:db8::7"));
+        assert_eq!(forwarded_client(&sent, 2), ip("10.0.0.1"));
+    }
+
+    #[test]
+    fn no_forwarded_header_or_garbage_names_no_client_c9() {
+        assert_eq!(forwarded_client(&HeaderMap::new(), 1), None);
+        let sent = headers(&[("x-forwarded-for", "10.0.0.1, unknown")]);
+        assert_eq!(forwarded_client(&sent, 1), None);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::body::BodyLimits;
 use super::conditional::entity_tags;
 use super::cors::{cors, preflight_status};
 use super::metrics::{RequestMetrics, record_request};
-use super::rate_limit::{RateLimitSettings, RateLimiter, standard_headers};
+use super::rate_limit::{Limiter, RateLimitSettings, limit_rate};
 use super::routes;
 use super::uploads::UploadLimits;
 use super::{HttpSettings, Services};
@@ -29,14 +29,11 @@ const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
 /// C1: requests in flight get up to 30 s to finish after SIGINT/SIGTERM.
 const SHUTDOWN_GRACE_SECS: u64 = 30;
-/// How often the rate limiter forgets clients whose budget is full again.
-const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
 /// A bound, not yet running, HTTP server.
 pub struct HttpServer {
     server: actix_web::dev::Server,
     port: u16,
-    limiter: Arc<RateLimiter>,
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -64,17 +61,15 @@ impl HttpServer {
         let uploads = web::Data::new(services.uploads);
         let upload_limits = settings.upload_limits;
         let body_limits = settings.body_limits;
-        // One limiter for all workers, so a client's budget is per process,
-        // not per worker thread.
-        let limiter = Arc::new(RateLimiter::new(settings.rate_limit));
-        let policy = Arc::new(limiter.policy());
-        let shared_limiter = Arc::clone(&limiter);
+        // One limiter for all workers, so a client's budget is per process
+        // (or per fleet, over Redis), not per worker thread.
+        let limiter = Arc::new(Limiter::new(settings.rate_limit, services.rate_limits));
         let request_metrics = RequestMetrics::new();
         let server = actix_web::HttpServer::new(move || {
             // Outermost last: metrics (C11: duration by route template, in
             // flight) → edge (log, nosniff) → CORS (answers preflights,
             // so they are never counted, and decorates 429s) → ETags →
-            // RateLimit-* headers → the limiter → routes.
+            // the limiter (RateLimit-* headers, 429) → routes.
             App::new()
                 .app_data(items.clone())
                 .app_data(products.clone())
@@ -84,13 +79,9 @@ impl HttpServer {
                 .app_data(upload_limits)
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
-                // actix-governor's header-reporting mode needs an `Unpin`
-                // inner future: the router's is boxed, `from_fn`'s is not, so
-                // the limiter sits right on the router.
-                .wrap(shared_limiter.middleware())
                 .wrap(from_fn({
-                    let policy = Arc::clone(&policy);
-                    move |request, next| standard_headers(Arc::clone(&policy), request, next)
+                    let limiter = Arc::clone(&limiter);
+                    move |request, next| limit_rate(Arc::clone(&limiter), request, next)
                 }))
                 .wrap(from_fn(entity_tags))
                 .wrap(cors())
@@ -108,11 +99,7 @@ impl HttpServer {
         .shutdown_signal(shutdown)
         .listen(listener)?
         .run();
-        Ok(Self {
-            server,
-            port,
-            limiter,
-        })
+        Ok(Self { server, port })
     }
 
     /// The port actually bound (the one the OS chose when asked for port 0).
@@ -127,15 +114,7 @@ impl HttpServer {
 
     /// Serves until shutdown completes.
     pub async fn run(self) -> std::io::Result<()> {
-        let pruning = self
-            .limiter
-            .prune_periodically(PRUNE_EVERY)
-            .map(tokio::spawn);
-        let result = self.server.await;
-        if let Some(pruning) = pruning {
-            pruning.abort();
-        }
-        result
+        self.server.await
     }
 }
 
@@ -154,7 +133,7 @@ impl Default for HttpSettings {
             rate_limit: RateLimitSettings {
                 max: std::num::NonZeroU32::new(100),
                 window: Duration::from_millis(900_000),
-                trust_proxy: false,
+                trust_proxy: 0,
             },
         }
     }

@@ -8,12 +8,14 @@
 
 mod items;
 mod products;
+mod rate_limit;
 mod users;
 
 use items_domain::{Id, RepositoryError};
 
 pub use items::InMemoryItemRepository;
 pub use products::InMemoryProductRepository;
+pub use rate_limit::InMemoryRateLimitStore;
 pub use users::InMemoryUserRepository;
 
 /// The last id handed out by a repository. It only grows, so an id is never

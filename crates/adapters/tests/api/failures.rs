@@ -37,6 +37,7 @@ fn unavailable_services() -> TestServices {
         products: ProductService::new(Arc::new(products)),
         users: UserService::new(Arc::new(users)),
         uploads,
+        rate_limits: local_rate_limits(),
     })
 }
 

@@ -8,9 +8,10 @@ use actix_web::dev::ServerHandle;
 use items_adapters::disk::DiskUploadStore;
 use items_adapters::http::{HttpServer, HttpSettings, RateLimitSettings, Services};
 use items_adapters::memory::{
-    InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
+    InMemoryItemRepository, InMemoryProductRepository, InMemoryRateLimitStore,
+    InMemoryUserRepository,
 };
-use items_domain::{ItemService, ProductService, UploadService, UserService};
+use items_domain::{ItemService, ProductService, RateLimiter, UploadService, UserService};
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
 
@@ -68,6 +69,11 @@ pub fn with_uploads(build: impl FnOnce(UploadService) -> Services) -> TestServic
     }
 }
 
+/// Rate-limit budgets in this process, as one instance keeps them.
+pub fn local_rate_limits() -> RateLimiter {
+    RateLimiter::local(Arc::new(InMemoryRateLimitStore::default()))
+}
+
 /// Fresh in-memory repositories, the default store.
 pub fn in_memory_services() -> TestServices {
     with_uploads(|uploads| Services {
@@ -75,6 +81,7 @@ pub fn in_memory_services() -> TestServices {
         products: ProductService::new(Arc::new(InMemoryProductRepository::new())),
         users: UserService::new(Arc::new(InMemoryUserRepository::seeded())),
         uploads,
+        rate_limits: local_rate_limits(),
     })
 }
 

@@ -50,6 +50,7 @@ async fn spawn_app_on_postgres(
         products: ProductService::new(Arc::new(store.products())),
         users: UserService::new(Arc::new(store.users())),
         uploads,
+        rate_limits: local_rate_limits(),
     });
     let app = spawn_app_with(test_settings(), services).await;
     Some(PostgresApp {

@@ -32,6 +32,7 @@ fn without_settings(mut command: Command) -> Command {
         "RATE_LIMIT_MAX",
         "RATE_LIMIT_WINDOW_MS",
         "TRUST_PROXY",
+        "REDIS_URL",
         "MAX_FILE_BYTES",
         "MAX_JSON_BYTES",
         "LOG_FORMAT",
