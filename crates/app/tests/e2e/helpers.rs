@@ -6,7 +6,22 @@ use std::time::{Duration, Instant};
 
 /// The binary under test, built by cargo for this test run.
 pub fn binary() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_items-service"));
+    without_settings(Command::new(env!("CARGO_BIN_EXE_items-service")))
+}
+
+/// The binary started by `sh` with at most `limit` open file descriptors
+/// (`ulimit -n`), so a test can exhaust them without touching its own.
+pub fn binary_with_fd_limit(limit: u32) -> Command {
+    let mut command = Command::new("sh");
+    command.args([
+        "-c",
+        &format!("ulimit -n {limit} && exec \"$0\""),
+        env!("CARGO_BIN_EXE_items-service"),
+    ]);
+    without_settings(command)
+}
+
+fn without_settings(mut command: Command) -> Command {
     // A clean environment for the settings of C1, so the caller's own PORT or
     // DATABASE_URL cannot leak into a test.
     for variable in [
@@ -58,13 +73,21 @@ impl Service {
     /// Starts the binary on a free loopback port with these extra settings
     /// and waits until it answers.
     pub async fn start(settings: &[(&str, &str)]) -> Self {
-        Self::start_on(free_port(), settings).await
+        Self::launch(binary(), free_port(), settings).await
     }
 
     /// [`Service::start`] on this port (a restarted instance keeps its port).
     pub async fn start_on(port: u16, settings: &[(&str, &str)]) -> Self {
+        Self::launch(binary(), port, settings).await
+    }
+
+    /// Like [`Service::start`], with `command` as the process to start.
+    pub async fn start_command(command: Command, settings: &[(&str, &str)]) -> Self {
+        Self::launch(command, free_port(), settings).await
+    }
+
+    async fn launch(mut command: Command, port: u16, settings: &[(&str, &str)]) -> Self {
         let uploads = tempfile::tempdir().unwrap();
-        let mut command = binary();
         command
             .env("HOST", "127.0.0.1")
             .env("PORT", port.to_string())

@@ -7,6 +7,7 @@ mod helpers;
 
 mod admin;
 mod browser;
+mod connections;
 mod fleet;
 mod lifecycle;
 mod startup;
