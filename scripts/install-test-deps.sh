@@ -11,7 +11,7 @@ REQUIRED=(
   'chromium|test -x /usr/bin/chromium'                       # the real-browser CORS test
   'python3-venv|python3 -c "import venv, ensurepip"'         # schemathesis in a virtual environment
   'curl|command -v curl'                                     # scripts/schemathesis.sh waits for the binary with it
-  'haproxy|test -x /usr/sbin/haproxy'                         # the load balancer of the fleet and proxy tests
+  'haproxy|test -x /usr/sbin/haproxy'                        # the fleet test's load balancer
 )
 
 missing() {

@@ -11,8 +11,9 @@
 //! instead: 174 of 1646 requests got haproxy's 503; with 2500 ms: 0 of 5709.
 //!
 //! The haproxy configuration is the one `docs/operations.md` recommends.
-//! haproxy must be installed (`.ci/run` installs it); without it the test is
-//! skipped, except under `CI=true`, where it fails.
+//! haproxy must be installed (`scripts/install-test-deps.sh`, run by
+//! `scripts/test.sh`, installs it); without it the test is skipped, except
+//! under `CI=true`, where it fails.
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::{Child, Command, Stdio};

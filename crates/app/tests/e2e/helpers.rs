@@ -74,20 +74,20 @@ impl Service {
     /// Starts the binary on a free loopback port with these extra settings
     /// and waits until it answers.
     pub async fn start(settings: &[(&str, &str)]) -> Self {
-        Self::start_on(free_port(), settings).await
+        Self::launch(binary(), free_port(), settings).await
     }
 
     /// [`Service::start`] on this port (a restarted instance keeps its port).
     pub async fn start_on(port: u16, settings: &[(&str, &str)]) -> Self {
-        Self::start_command_on(binary(), port, settings).await
+        Self::launch(binary(), port, settings).await
     }
 
     /// Like [`Service::start`], with `command` as the process to start.
     pub async fn start_command(command: Command, settings: &[(&str, &str)]) -> Self {
-        Self::start_command_on(command, free_port(), settings).await
+        Self::launch(command, free_port(), settings).await
     }
 
-    async fn start_command_on(mut command: Command, port: u16, settings: &[(&str, &str)]) -> Self {
+    async fn launch(mut command: Command, port: u16, settings: &[(&str, &str)]) -> Self {
         let uploads = tempfile::tempdir().unwrap();
         command
             .env("HOST", "127.0.0.1")
