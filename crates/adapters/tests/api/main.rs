@@ -19,4 +19,5 @@ mod openapi;
 mod postgres;
 mod products_and_users;
 mod rate_limit;
+mod rate_limit_redis;
 mod uploads;

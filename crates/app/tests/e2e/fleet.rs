@@ -503,7 +503,6 @@ fn count(statuses: &[u16], status: u16) -> usize {
 }
 
 #[tokio::test]
-#[ignore = "needs the shared Redis limiter and TRUST_PROXY as a hop count (limiter branch); today it gets (90, 0): per-instance budgets keyed by the client's own X-Forwarded-For"]
 async fn one_client_gets_rate_limit_max_across_the_fleet_and_is_still_answered_without_redis_c9() {
     let Some(haproxy) = haproxy() else { return };
     let Some(url) = test_database_url() else {
