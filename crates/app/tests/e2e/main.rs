@@ -7,5 +7,6 @@ mod helpers;
 
 mod browser;
 mod lifecycle;
+mod operator;
 mod startup;
 mod two_instances;

@@ -11,9 +11,7 @@ use crate::helpers::*;
 
 #[tokio::test]
 async fn two_instances_on_one_database_share_items_and_never_share_an_id_c2() {
-    let Some(url) = test_database_url() else {
-        return;
-    };
+    let url = test_database_url();
     let database = ScratchDatabase::create(&url).await.unwrap();
     let database_url = database.url();
     let settings = [
