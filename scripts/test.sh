@@ -19,5 +19,7 @@ fi
 
 cargo test --workspace
 
-# The live binary against its own OpenAPI document (property-based).
+# The scripts' own logic (cheap: no build), then the live binary against
+# its own OpenAPI document (property-based).
+bash scripts/tests/schemathesis-script.sh
 bash scripts/schemathesis.sh
