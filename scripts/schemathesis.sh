@@ -21,27 +21,15 @@ VENV="${SCHEMATHESIS_VENV:-target/schemathesis-venv}"
 # How long the service may take to answer its first request.
 START_SECONDS="${SCHEMATHESIS_START_SECONDS:-30}"
 
-# The path of the items-service executable, as cargo reports it while building.
-build_release_binary() {
-  cargo build --release -q -p items-app --message-format=json-render-diagnostics |
-    python3 -c '
-import json, sys
-for line in sys.stdin:
-    message = json.loads(line)
-    if message.get("reason") == "compiler-artifact" and message.get("executable") \
-            and message["target"]["name"] == "items-service":
-        print(message["executable"])
-'
-}
-
-binary="$(build_release_binary)"
+source scripts/lib/service.sh
+binary="$(cargo_binary --release)"
 if [[ -z "$binary" || ! -x "$binary" ]]; then
   echo "schemathesis.sh: cargo named no items-service executable (got '${binary}')" >&2
   exit 1
 fi
 
 work="$(mktemp -d)"
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+port="$(free_port)"
 HOST=127.0.0.1 PORT="$port" RATE_LIMIT_MAX=0 UPLOADS_DIR="$work/uploads" RUST_LOG=warn \
   "$binary" > "$work/service.log" 2>&1 &
 service=$!
@@ -57,18 +45,7 @@ finish() {
 }
 trap finish EXIT
 
-fail_with_log() {
-  echo "schemathesis.sh: $1; the service's log:" >&2
-  cat "$work/service.log" >&2
-  exit 1
-}
-
-deadline=$((SECONDS + START_SECONDS))
-until curl -fsS -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null; do
-  kill -0 "$service" 2>/dev/null || fail_with_log "$binary exited before answering"
-  ((SECONDS < deadline)) || fail_with_log "$binary did not answer within ${START_SECONDS} s"
-  sleep 0.1
-done
+wait_for_service "http://127.0.0.1:$port/" "$service" "$work/service.log" "$START_SECONDS"
 
 if [[ ! -x "$VENV/bin/schemathesis" ]] || ! "$VENV/bin/schemathesis" --version | grep -q "$SCHEMATHESIS_VERSION"; then
   python3 -m venv "$VENV"
@@ -85,5 +62,5 @@ started=$(date +%s)
   --no-color
 echo "schemathesis: ${EXAMPLES} examples per operation, $(( $(date +%s) - started )) s"
 if grep -q "panicked" "$work/service.log"; then
-  fail_with_log "the service panicked during the run"
+  fail_with_log "$work/service.log" "the service panicked during the run"
 fi

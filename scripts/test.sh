@@ -19,7 +19,9 @@ fi
 
 cargo test --workspace
 
-# The scripts' own logic (cheap: no build), then the live binary against
-# its own OpenAPI document (property-based).
+# The README's examples, run as written against the binary; the scripts'
+# own logic (cheap: no build); then the live binary against its own OpenAPI
+# document (property-based).
+bash scripts/readme-examples.sh
 bash scripts/tests/schemathesis-script.sh
 bash scripts/schemathesis.sh
