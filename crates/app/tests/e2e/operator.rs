@@ -1,9 +1,8 @@
 //! What an operator reads: the start-up line, the messages of a failed start,
 //! and commands that end early because their reader went away (C1).
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use items_adapters::postgres::scratch::test_database_url;
@@ -51,43 +50,15 @@ fn an_unknown_option_exits_2_with_one_line_naming_it_and_pointing_to_help_c1() {
     assert!(stderr.contains("--help"), "{stderr:?}");
 }
 
-#[test]
-fn the_start_up_line_names_the_store_and_the_address_it_listens_on() {
-    let uploads = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let mut child = binary()
-        .env("HOST", "127.0.0.1")
-        .env("PORT", port.to_string())
-        .env("UPLOADS_DIR", uploads.path())
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
+#[tokio::test]
+async fn the_start_up_line_names_the_store_and_the_address_it_listens_on() {
+    let service = Service::start(&[("RUST_LOG", "info")]).await;
 
-    let listening = received
-        .iter()
-        .find(|line| line.contains("listening"))
-        .map(|line| {
-            let _ = child.kill();
-            let _ = child.wait();
-            line
-        });
+    let log = service.log_once_it_contains("listening").await;
 
-    let line = listening.expect("a start-up line");
-    assert!(
-        line.contains(&format!("address=127.0.0.1:{port}")),
-        "{line}"
-    );
+    let line = log.lines().find(|line| line.contains("listening")).unwrap();
+    let address = service.base.trim_start_matches("http://");
+    assert!(line.contains(&format!("address={address}")), "{line}");
     assert!(line.contains("store=memory"), "{line}");
 }
 
