@@ -16,10 +16,7 @@ fn main() -> ExitCode {
     // `openapi` uses no server setting, so it is answered before they are
     // read: a `PORT=abc` left in the environment must not stop it.
     if std::env::args_os().skip(1).eq(["openapi"]) {
-        return print_to_stdout(&format!(
-            "{}\n",
-            items_adapters::http::openapi::openapi_json()
-        ));
+        return print_openapi();
     }
     let config = match Config::parse_from_env() {
         Ok(config) => config,
@@ -30,10 +27,7 @@ fn main() -> ExitCode {
         }
     };
     if let Some(config::Command::Openapi) = config.command {
-        return print_to_stdout(&format!(
-            "{}\n",
-            items_adapters::http::openapi::openapi_json()
-        ));
+        return print_openapi();
     }
     let _log_writer = telemetry::init(config.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -47,6 +41,14 @@ fn main() -> ExitCode {
         }
     };
     runtime.block_on(run(config))
+}
+
+/// `items-service openapi`: the document on stdout (C1).
+fn print_openapi() -> ExitCode {
+    print_to_stdout(&format!(
+        "{}\n",
+        items_adapters::http::openapi::openapi_json()
+    ))
 }
 
 /// Writes `text` to stdout. A reader that went away (`items-service openapi
