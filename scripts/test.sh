@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, as the README and CI run it: every cargo test, then
-# schemathesis against the running binary.
+# The whole test suite, as the README and CI run it: the system packages it
+# needs (scripts/install-test-deps.sh), every cargo test, then schemathesis
+# against the running binary.
 #
 # The PostgreSQL tests use TEST_DATABASE_URL; it defaults to the server every
 # machine of this project runs (127.0.0.1:5432, trust auth), and the suite
@@ -9,6 +10,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Chromium, python3-venv…: installed here when missing, so the browser test
+# and schemathesis run on a fresh machine instead of being skipped.
+bash scripts/install-test-deps.sh
+
 export TEST_DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
 if ! timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5432' 2>/dev/null && [[ "$TEST_DATABASE_URL" == *127.0.0.1:5432* ]]; then
@@ -16,6 +21,10 @@ if ! timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5432' 2>/dev/null && [[ "$TE
   echo "Start it with: pg_ctlcluster --skip-systemctl-redirect \$(ls /etc/postgresql) main start" >&2
   exit 1
 fi
+
+# The slowloris tests hold 500 connections at both ends in one process: lift
+# the soft descriptor limit (often 1024) to the hard one.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 cargo test --workspace
 

@@ -37,10 +37,14 @@ pub struct UploadLimits {
     pub idle_timeout: Duration,
 }
 
-/// Text fields are echoed, so they are held in memory: bounded per field
-/// and in number.
-const MAX_TEXT_FIELD_BYTES: usize = 64 * 1024;
-const MAX_TEXT_FIELDS: usize = 100;
+/// Text fields are echoed, so they are held in memory: bounded per value and
+/// for the whole request, whatever their names (C5). A repeated name must not
+/// escape the bounds, so they count values and bytes, never distinct names.
+const MAX_TEXT_VALUE_BYTES: usize = 64 * 1024;
+const MAX_TEXT_BYTES: usize = 1024 * 1024;
+/// Parts of any kind (files and text) in one request (C5): each part costs a
+/// little memory and parsing even when empty.
+const MAX_PARTS: usize = 1000;
 /// After refusing a request early, read at most this much more of its body
 /// (for at most `DRAIN_TIME`) so the client gets to read the answer instead
 /// of a connection reset; beyond that the connection is simply closed.
@@ -128,7 +132,7 @@ struct PhotosDto {
         (status = 201, description = "The stored file and the text fields", body = super::openapi::ProfileUploadSchema),
         (status = 400, description = "No file in `avatar`, a second one, a file in another field, or a malformed body (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
         (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 413, description = "A file over `MAX_FILE_BYTES`, or a text field over 64 KiB (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 413, description = "A file over `MAX_FILE_BYTES`, a text value over 64 KiB, text values over 1 MiB together, or more than 1000 parts (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
         (status = 415, description = "Not `multipart/form-data` (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
         (status = 500, description = "The file could not be stored; nothing was kept", body = super::openapi::ProblemSchema, content_type = "application/problem+json")
     )
@@ -156,7 +160,7 @@ pub(crate) async fn profile(
         (status = 201, description = "The stored files and the text fields", body = super::openapi::PhotosUploadSchema),
         (status = 400, description = "No file in `photos`, a 13th one, a file in another field, or a malformed body (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
         (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 413, description = "A file over `MAX_FILE_BYTES`, or a text field over 64 KiB (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 413, description = "A file over `MAX_FILE_BYTES`, a text value over 64 KiB, text values over 1 MiB together, or more than 1000 parts (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
         (status = 415, description = "Not `multipart/form-data` (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
         (status = 500, description = "The files could not be stored; nothing was kept", body = super::openapi::ProblemSchema, content_type = "application/problem+json")
     )
@@ -224,8 +228,10 @@ async fn receive(
         files: Vec::new(),
         fields: Map::new(),
     };
+    let mut budget = TextBudget::default();
     while let Some(field) = within(limits.idle_timeout, parts.next()).await? {
         let mut field = field.map_err(malformed)?;
+        budget.count_part()?;
         let name = field.name().unwrap_or_default().to_owned();
         match field
             .content_disposition()
@@ -249,12 +255,7 @@ async fn receive(
                 form.files.push(received);
             }
             None => {
-                if form.fields.len() == MAX_TEXT_FIELDS && !form.fields.contains_key(&name) {
-                    return Err(ApiError::bad_request(format!(
-                        "At most {MAX_TEXT_FIELDS} text fields may be sent."
-                    )));
-                }
-                let text = receive_text(&mut field, limits).await?;
+                let text = receive_text(&mut field, &mut budget, limits).await?;
                 add_text_field(&mut form.fields, name, text);
             }
         }
@@ -301,15 +302,54 @@ async fn receive_file(
     Ok(Received { file, pending })
 }
 
-async fn receive_text(field: &mut Field, limits: UploadLimits) -> Result<String, ApiError> {
+/// What one request has spent of the part and text bounds (C5).
+#[derive(Debug, Default)]
+struct TextBudget {
+    parts: usize,
+    text_bytes: usize,
+}
+
+impl TextBudget {
+    /// Counts one more part, refusing the 1001st.
+    fn count_part(&mut self) -> Result<(), ApiError> {
+        self.parts += 1;
+        if self.parts > MAX_PARTS {
+            return Err(ApiError::PayloadTooLarge {
+                detail: format!("A form must not have more than {MAX_PARTS} parts."),
+            });
+        }
+        Ok(())
+    }
+
+    /// Accounts for `more` bytes of a text value that already holds `held`,
+    /// before they are kept.
+    fn spend(&mut self, held: usize, more: usize) -> Result<(), ApiError> {
+        if held + more > MAX_TEXT_VALUE_BYTES {
+            return Err(ApiError::PayloadTooLarge {
+                detail: format!("A text field must not exceed {MAX_TEXT_VALUE_BYTES} bytes."),
+            });
+        }
+        if self.text_bytes + more > MAX_TEXT_BYTES {
+            return Err(ApiError::PayloadTooLarge {
+                detail: format!(
+                    "The text fields of a form must not exceed {MAX_TEXT_BYTES} bytes together."
+                ),
+            });
+        }
+        self.text_bytes += more;
+        Ok(())
+    }
+}
+
+async fn receive_text(
+    field: &mut Field,
+    budget: &mut TextBudget,
+    limits: UploadLimits,
+) -> Result<String, ApiError> {
     let mut bytes = Vec::new();
     while let Some(chunk) = within(limits.idle_timeout, field.next()).await? {
         let chunk = chunk.map_err(malformed)?;
-        if bytes.len() + chunk.len() > MAX_TEXT_FIELD_BYTES {
-            return Err(ApiError::PayloadTooLarge {
-                detail: format!("A text field must not exceed {MAX_TEXT_FIELD_BYTES} bytes."),
-            });
-        }
+        budget.spend(bytes.len(), chunk.len())?;
         bytes.extend_from_slice(&chunk);
     }
     // Echoed as JSON, which must be UTF-8: invalid bytes become U+FFFD rather

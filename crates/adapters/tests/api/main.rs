@@ -10,6 +10,7 @@ mod auxiliary;
 mod bodies;
 mod cors;
 mod failures;
+mod hardening;
 mod http_semantics;
 mod items;
 mod listing;

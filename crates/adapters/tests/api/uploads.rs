@@ -364,3 +364,89 @@ async fn text_fields_that_are_not_utf8_are_echoed_with_replacement_characters_c5
         "ok\u{fffd}\u{fffd}"
     );
 }
+
+/// An app with one accepted upload already stored (so "unchanged" is not
+/// merely "empty"), and the directory's listing at that point.
+async fn app_with_one_upload() -> (TestApp, Vec<String>) {
+    let app = spawn_app().await;
+    let kept = post_form(
+        &app,
+        "/profile",
+        Form::new().part("avatar", file("kept.png", vec![1; 10])),
+    )
+    .await;
+    assert_eq!(kept.status(), 201);
+    let before = listing(app.uploads.path());
+    (app, before)
+}
+
+/// A form that starts with an avatar, so a file is already being written
+/// when a later part breaks a bound: it must be deleted too, then `count`
+/// text parts named `name`, each holding `value_bytes` bytes.
+fn avatar_then_texts(name: &str, count: usize, value_bytes: usize) -> Form {
+    let value = "v".repeat(value_bytes);
+    (0..count).fold(
+        Form::new().part("avatar", file("a.png", vec![7; 1000])),
+        |form, _| form.text(name.to_owned(), value.clone()),
+    )
+}
+
+#[tokio::test]
+async fn a_repeated_text_name_cannot_carry_more_than_1_mib_of_text_c5() {
+    let (app, before) = app_with_one_upload().await;
+    // 20 values of 60,000 bytes under one name: each value is within 64 KiB,
+    // the names are one, but together they are 1.2 MB.
+    let response = post_form(&app, "/profile", avatar_then_texts("tag", 20, 60_000)).await;
+
+    let body = assert_problem(response, 413).await;
+    assert!(body["detail"].as_str().unwrap().contains("together"));
+    assert_eq!(listing(app.uploads.path()), before);
+}
+
+#[tokio::test]
+async fn text_values_up_to_1_mib_together_are_echoed_c5() {
+    let app = spawn_app().await;
+    // 16 values of exactly 64 KiB: 1 MiB of text, the most a form may carry.
+    let response = post_form(&app, "/profile", avatar_then_texts("tag", 16, 64 * 1024)).await;
+
+    assert_eq!(response.status(), 201);
+    let body: Value = response.json().await.unwrap();
+    let tags = body["fields"]["tag"].as_array().unwrap();
+    assert_eq!(tags.len(), 16);
+    assert!(
+        tags.iter()
+            .all(|tag| tag.as_str().unwrap().len() == 64 * 1024)
+    );
+}
+
+#[tokio::test]
+async fn a_form_of_1001_parts_is_refused_however_small_they_are_c5() {
+    let (app, before) = app_with_one_upload().await;
+    // The avatar and 1,000 empty text parts under one name.
+    let response = post_form(&app, "/profile", avatar_then_texts("t", 1000, 0)).await;
+
+    let body = assert_problem(response, 413).await;
+    assert!(body["detail"].as_str().unwrap().contains("1000 parts"));
+    assert_eq!(listing(app.uploads.path()), before);
+
+    // 1,000 parts in all is still a form.
+    let response = post_form(&app, "/profile", avatar_then_texts("t", 999, 0)).await;
+    assert_eq!(response.status(), 201);
+}
+
+#[tokio::test]
+async fn one_text_value_of_64_kib_and_one_byte_is_refused_c5() {
+    let (app, before) = app_with_one_upload().await;
+
+    let response = post_form(
+        &app,
+        "/photos/upload",
+        Form::new()
+            .part("photos", file("p.png", vec![3; 1000]))
+            .text("note", "n".repeat(64 * 1024 + 1)),
+    )
+    .await;
+
+    assert_problem(response, 413).await;
+    assert_eq!(listing(app.uploads.path()), before);
+}

@@ -6,7 +6,22 @@ use std::time::{Duration, Instant};
 
 /// The binary under test, built by cargo for this test run.
 pub fn binary() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_items-service"));
+    without_settings(Command::new(env!("CARGO_BIN_EXE_items-service")))
+}
+
+/// The binary started by `sh` with at most `limit` open file descriptors
+/// (`ulimit -n`), so a test can exhaust them without touching its own.
+pub fn binary_with_fd_limit(limit: u32) -> Command {
+    let mut command = Command::new("sh");
+    command.args([
+        "-c",
+        &format!("ulimit -n {limit} && exec \"$0\""),
+        env!("CARGO_BIN_EXE_items-service"),
+    ]);
+    without_settings(command)
+}
+
+fn without_settings(mut command: Command) -> Command {
     // A clean environment for the settings of C1, so the caller's own PORT or
     // DATABASE_URL cannot leak into a test.
     for variable in [
@@ -56,10 +71,14 @@ impl Service {
     /// Starts the binary on a free loopback port with these extra settings
     /// and waits until it answers.
     pub async fn start(settings: &[(&str, &str)]) -> Self {
+        Self::start_command(binary(), settings).await
+    }
+
+    /// Like [`Service::start`], with `command` as the process to start.
+    pub async fn start_command(mut command: Command, settings: &[(&str, &str)]) -> Self {
         let files = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(files.path().join("service.log")).unwrap();
         let port = free_port();
-        let mut command = binary();
         command
             .env("HOST", "127.0.0.1")
             .env("PORT", port.to_string())

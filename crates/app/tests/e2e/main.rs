@@ -6,6 +6,7 @@
 mod helpers;
 
 mod browser;
+mod connections;
 mod lifecycle;
 mod operator;
 mod startup;
