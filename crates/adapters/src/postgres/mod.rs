@@ -164,3 +164,31 @@ fn stored_name(id: i64, bytes: &[u8]) -> Result<items_domain::Name, RepositoryEr
         .and_then(|text| items_domain::Name::parse(text).ok())
         .ok_or_else(|| RepositoryError::unavailable(format!("row {id} holds an invalid name")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_waited_is_reported_in_tenths_of_a_second() {
+        let error = ConnectError::Unreachable {
+            waited: Duration::from_nanos(16_512_223_983),
+            source: sqlx::Error::PoolTimedOut,
+        };
+
+        assert!(
+            error
+                .to_string()
+                .starts_with("the database is unreachable after 16.5 s: "),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_refusal_without_a_database_code_is_retried() {
+        assert!(!is_permanent(&sqlx::Error::PoolTimedOut));
+        assert!(!is_permanent(&sqlx::Error::Io(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused
+        ))));
+    }
+}
