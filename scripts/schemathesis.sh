@@ -5,34 +5,52 @@
 # codes, content types, response schemas and headers, and the negative-data
 # and stateful checks). Any failure fails this script.
 #
-# Installs schemathesis in a virtual environment (PyPI), builds the release
-# binary and runs it on a free loopback port with rate limiting off (the
-# generated bursts would otherwise meet 429s by design) and a temporary
-# uploads directory.
+# Builds the release binary (wherever cargo puts it: `CARGO_TARGET_DIR` is
+# honoured, cargo itself names the executable), runs it on a free loopback
+# port with rate limiting off (the generated bursts would otherwise meet 429s
+# by design) and a temporary uploads directory, then installs schemathesis in
+# a virtual environment (PyPI) and runs it. A service that exits or never
+# answers stops the script at once with its log; the log of a failed run is
+# kept, and its path printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SCHEMATHESIS_VERSION=4.32.5
 EXAMPLES="${SCHEMATHESIS_EXAMPLES:-60}"
 VENV="${SCHEMATHESIS_VENV:-target/schemathesis-venv}"
+# How long the service may take to answer its first request.
+START_SECONDS="${SCHEMATHESIS_START_SECONDS:-30}"
+
+source scripts/lib/service.sh
+binary="$(cargo_binary --release)"
+if [[ -z "$binary" || ! -x "$binary" ]]; then
+  echo "schemathesis.sh: cargo named no items-service executable (got '${binary}')" >&2
+  exit 1
+fi
+
+work="$(mktemp -d)"
+port="$(free_port)"
+HOST=127.0.0.1 PORT="$port" RATE_LIMIT_MAX=0 UPLOADS_DIR="$work/uploads" RUST_LOG=warn \
+  "$binary" > "$work/service.log" 2>&1 &
+service=$!
+finish() {
+  local status=$?
+  kill "$service" 2>/dev/null || true
+  wait "$service" 2>/dev/null || true
+  if [[ $status -eq 0 ]]; then
+    rm -rf "$work"
+  else
+    echo "schemathesis.sh: failed; the service's log is kept in $work/service.log" >&2
+  fi
+}
+trap finish EXIT
+
+wait_for_service "http://127.0.0.1:$port/" "$service" "$work/service.log" "$START_SECONDS"
 
 if [[ ! -x "$VENV/bin/schemathesis" ]] || ! "$VENV/bin/schemathesis" --version | grep -q "$SCHEMATHESIS_VERSION"; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet "schemathesis==$SCHEMATHESIS_VERSION"
 fi
-
-cargo build --release -q -p items-app
-work="$(mktemp -d)"
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-HOST=127.0.0.1 PORT="$port" RATE_LIMIT_MAX=0 UPLOADS_DIR="$work/uploads" RUST_LOG=warn \
-  target/release/items-service > "$work/service.log" 2>&1 &
-service=$!
-trap 'kill "$service" 2>/dev/null || true; wait "$service" 2>/dev/null || true; rm -rf "$work"' EXIT
-
-for _ in $(seq 1 100); do
-  curl -fsS -o /dev/null "http://127.0.0.1:$port/" && break
-  sleep 0.1
-done
 
 started=$(date +%s)
 "$VENV/bin/schemathesis" run docs/openapi.json \
@@ -44,7 +62,5 @@ started=$(date +%s)
   --no-color
 echo "schemathesis: ${EXAMPLES} examples per operation, $(( $(date +%s) - started )) s"
 if grep -q "panicked" "$work/service.log"; then
-  echo "the service panicked during the run:" >&2
-  cat "$work/service.log" >&2
-  exit 1
+  fail_with_log "$work/service.log" "the service panicked during the run"
 fi

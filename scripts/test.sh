@@ -28,5 +28,9 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 cargo test --workspace
 
-# The live binary against its own OpenAPI document (property-based).
+# The README's examples, run as written against the binary; the scripts'
+# own logic (cheap: no build); then the live binary against its own OpenAPI
+# document (property-based).
+bash scripts/readme-examples.sh
+bash scripts/tests/schemathesis-script.sh
 bash scripts/schemathesis.sh

@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// items-service: a JSON-over-HTTP service for items, products and users.
+/// A JSON-over-HTTP service for items, products and users. Every setting is
+/// a flag or an environment variable; the flag wins.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "items-service", version, about)]
+#[command(name = "items-service", version)]
 pub struct Config {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -177,7 +178,18 @@ fn one_line(error: &clap::Error) -> String {
                 .map(|line| line.trim_start_matches("error: ").to_owned())
         })
         .unwrap_or_default();
-    match context(ContextKind::InvalidArg).filter(|flag| flag.starts_with("--")) {
+    let flag = context(ContextKind::InvalidArg);
+    if error.kind() == ErrorKind::UnknownArgument {
+        let argument = flag.unwrap_or_default();
+        return format!(
+            "items-service: unknown option {argument:?}; `items-service --help` lists every setting"
+        );
+    }
+    let reason = match error.get(ContextKind::ValidValue) {
+        Some(ContextValue::Strings(valid)) => format!("must be one of: {}", valid.join(", ")),
+        _ => reason,
+    };
+    match flag.filter(|flag| flag.starts_with("--")) {
         Some(flag) => {
             let flag = flag
                 .split_whitespace()
@@ -307,6 +319,33 @@ mod tests {
             .unwrap()
             .redis_url;
         assert_eq!(url.as_deref(), Some("redis://127.0.0.1:6379/0"));
+    }
+
+    #[test]
+    fn an_unknown_option_is_named_with_a_pointer_to_help_c1() {
+        let line = invalid(&["--bogus"]);
+        assert_eq!(
+            line,
+            "items-service: unknown option \"--bogus\"; `items-service --help` lists every setting"
+        );
+    }
+
+    #[test]
+    fn an_invalid_log_format_lists_the_accepted_values_c1() {
+        let line = invalid(&["--log-format", "xml"]);
+        assert!(line.contains("LOG_FORMAT"), "{line}");
+        assert!(line.ends_with("must be one of: text, json"), "{line}");
+    }
+
+    #[test]
+    fn help_opens_with_what_the_service_is() {
+        let Err(Early::Print(help)) = parse(&["--help"]) else {
+            panic!("--help prints");
+        };
+        assert!(
+            help.starts_with("A JSON-over-HTTP service for items, products and users."),
+            "{help}"
+        );
     }
 
     #[test]

@@ -290,7 +290,9 @@ pub(crate) async fn create(
     ),
     request_body(content = super::openapi::NewItemSchema, content_type = "application/json"),
     responses(
-        (status = 200, description = "The replaced item: the path id and the new name", body = super::openapi::ItemSchema),
+        (status = 200, description = "The replaced item: the path id and the new name", body = super::openapi::ItemSchema, headers(
+            ("ETag" = String, description = "The new item's strong entity tag, as a following `GET` would send it: usable at once in the next `If-Match` (C7)")
+        )),
         (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
         (status = 404, description = "No item has this id: the plain text `Item not found`", body = String, content_type = "text/plain"),
         (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
@@ -319,7 +321,13 @@ pub(crate) async fn replace(
             precondition.as_ref().map(|holds| holds as _),
         )
         .await?;
-    Ok(respond::json_bytes(StatusCode::OK, item_json(&item)?))
+    // The new tag travels with the answer (C7 allows it), so a client's next
+    // conditional write needs no `GET` first.
+    let body = item_json(&item)?;
+    let tag = HeaderValue::try_from(etag_of(&body)).map_err(ApiError::internal)?;
+    let mut response = respond::json_bytes(StatusCode::OK, body);
+    response.headers_mut().insert(header::ETAG, tag);
+    Ok(response)
 }
 
 /// `DELETE /items/{id}`: 204 whether or not the item existed, and for ids

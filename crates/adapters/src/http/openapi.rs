@@ -14,8 +14,9 @@
 
 use std::collections::HashMap;
 
+use serde_json::json;
 use utoipa::openapi::header::{Header, HeaderBuilder};
-use utoipa::openapi::path::Operation;
+use utoipa::openapi::path::{Operation, Parameter};
 use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr};
@@ -25,7 +26,7 @@ use super::{auxiliary, items, products, uploads, users};
 
 /// An item (spec §2).
 #[derive(Debug, ToSchema)]
-#[schema(as = Item)]
+#[schema(as = Item, example = json!({"id": 1, "name": "pen"}))]
 pub struct ItemSchema {
     /// Assigned by the service from a counter that never goes back (C2).
     #[schema(minimum = 1)]
@@ -36,7 +37,7 @@ pub struct ItemSchema {
 
 /// The body of `POST /items` and `PUT /items/{id}`; other fields are ignored.
 #[derive(Debug, ToSchema)]
-#[schema(as = NewItem)]
+#[schema(as = NewItem, example = json!({"name": "pen"}))]
 pub struct NewItemSchema {
     /// 1 to 256 characters, kept exactly as sent (C3).
     #[schema(min_length = 1, max_length = 256)]
@@ -45,7 +46,7 @@ pub struct NewItemSchema {
 
 /// A product (spec §2).
 #[derive(Debug, ToSchema)]
-#[schema(as = Product)]
+#[schema(as = Product, example = json!({"id": 1, "name": "pen", "price": 1.5}))]
 pub struct ProductSchema {
     #[schema(minimum = 1)]
     pub id: i64,
@@ -57,7 +58,7 @@ pub struct ProductSchema {
 
 /// The body of `POST /products`; other fields are ignored.
 #[derive(Debug, ToSchema)]
-#[schema(as = NewProduct)]
+#[schema(as = NewProduct, example = json!({"name": "pen", "price": 1.5}))]
 pub struct NewProductSchema {
     #[schema(min_length = 1, max_length = 256)]
     pub name: String,
@@ -68,7 +69,7 @@ pub struct NewProductSchema {
 
 /// A read-only user.
 #[derive(Debug, ToSchema)]
-#[schema(as = User)]
+#[schema(as = User, example = json!({"id": 1, "name": "John Doe"}))]
 pub struct UserSchema {
     pub id: i64,
     pub name: String,
@@ -142,7 +143,7 @@ pub struct ProblemSchema {
 
 /// The form of `POST /login`.
 #[derive(Debug, ToSchema)]
-#[schema(as = LoginForm)]
+#[schema(as = LoginForm, example = json!({"username": "ada"}))]
 pub struct LoginFormSchema {
     #[schema(min_length = 1)]
     pub username: String,
@@ -150,7 +151,7 @@ pub struct LoginFormSchema {
 
 /// Any JSON object (`POST /api/users` echoes it).
 #[derive(Debug, ToSchema)]
-#[schema(as = AnyObject)]
+#[schema(as = AnyObject, example = json!({"any": "object"}))]
 pub struct AnyObjectSchema(pub HashMap<String, serde_json::Value>);
 
 /// A stored file, as multer describes one (C4).
@@ -187,7 +188,7 @@ pub struct PhotosUploadSchema {
 
 /// The form of `POST /profile`: exactly one file in `avatar`, any text fields.
 #[derive(Debug, ToSchema)]
-#[schema(as = ProfileForm)]
+#[schema(as = ProfileForm, example = json!({"avatar": "a picture", "nickname": "ada"}))]
 pub struct ProfileFormSchema {
     #[schema(value_type = String, format = Binary)]
     pub avatar: Vec<u8>,
@@ -195,7 +196,7 @@ pub struct ProfileFormSchema {
 
 /// The form of `POST /photos/upload`: 1 to 12 files in `photos`, any text fields.
 #[derive(Debug, ToSchema)]
-#[schema(as = PhotosForm)]
+#[schema(as = PhotosForm, example = json!({"photos": ["one picture", "another"], "album": "trip"}))]
 pub struct PhotosFormSchema {
     #[schema(value_type = Vec<String>, format = Binary, min_items = 1, max_items = 12)]
     pub photos: Vec<Vec<u8>>,
@@ -308,9 +309,51 @@ impl Modify for RateLimiting {
     }
 }
 
+/// An example value for every parameter, by name, so schemathesis's examples
+/// phase sends a realistic request to each operation (instead of skipping
+/// it) and a reader sees one. Set here once rather than on each handler.
+struct ParameterExamples;
+
+impl ParameterExamples {
+    fn example(parameter: &Parameter) -> Option<serde_json::Value> {
+        Some(match parameter.name.as_str() {
+            "id" => json!("1"),
+            "limit" => json!(10),
+            "after" => json!(0),
+            "name" => json!("pen"),
+            "person" => json!("Ada"),
+            "If-Match" => json!("*"),
+            _ => return None,
+        })
+    }
+}
+
+impl Modify for ParameterExamples {
+    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
+        for item in document.paths.paths.values_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+            ];
+            for operation in operations.into_iter().flatten() {
+                for parameter in operation.parameters.iter_mut().flatten() {
+                    let example = Self::example(parameter);
+                    if let (Some(example), Some(RefOr::T(Schema::Object(schema)))) =
+                        (example, parameter.schema.as_mut())
+                    {
+                        schema.examples = vec![example];
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[derive(OpenApi)]
 #[openapi(
-    modifiers(&TextFields, &RateLimiting),
+    modifiers(&TextFields, &RateLimiting, &ParameterExamples),
     info(
         title = "items-service",
         description = "A JSON-over-HTTP service for items, products and users. Every GET path also \

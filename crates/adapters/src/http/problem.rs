@@ -249,14 +249,50 @@ impl ResponseError for ApiError {
     }
 }
 
-/// `error: cause: cause`, for one log line.
+/// `error: cause: cause`, for one log line. Many errors already print their
+/// source in their own message (`thiserror`'s `{0}` with `#[source]`, most of
+/// sqlx's): a cause whose text the line already ends with is not repeated.
 fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("pool timed out: {0}")]
+    struct PoolError(#[source] std::io::Error);
+
+    #[test]
+    fn the_logged_chain_names_each_cause_once() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let error = items_domain::RepositoryError::unavailable(PoolError(refused));
+
+        assert_eq!(
+            error_chain(&error),
+            "the repository is unavailable: pool timed out: refused"
+        );
+    }
+
+    #[test]
+    fn a_cause_the_message_does_not_print_is_appended() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("could not store")]
+        struct Quiet(#[source] std::io::Error);
+
+        let error = Quiet(std::io::Error::other("disk full"));
+
+        assert_eq!(error_chain(&error), "could not store: disk full");
+    }
 }

@@ -39,11 +39,14 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
 pub enum ConnectError {
     #[error("{0}")]
     InvalidUrl(#[source] sqlx::Error),
-    #[error("the database is unreachable after {waited:?}: {source}")]
+    #[error("the database is unreachable after {:.1} s: {source}", waited.as_secs_f64())]
     Unreachable {
         waited: Duration,
         source: sqlx::Error,
     },
+    /// The server answered and said no: retrying cannot help.
+    #[error("the database refused the connection: {0}")]
+    Refused(#[source] sqlx::Error),
     #[error("the database could not be migrated: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
@@ -81,10 +84,11 @@ impl PostgresStore {
                 // connection gets one 503 and the connection is discarded;
                 // the pool then opens fresh ones (the fault test covers it).
                 .test_before_acquire(false)
-                .connect_with(options.clone())
+                .connect_with(quiet(options.clone()))
                 .await;
             match attempt {
                 Ok(pool) => break pool,
+                Err(source) if is_permanent(&source) => return Err(ConnectError::Refused(source)),
                 Err(source) if started.elapsed() + pause >= patience => {
                     return Err(ConnectError::Unreachable {
                         waited: started.elapsed(),
@@ -166,6 +170,25 @@ impl HealthCheck for PostgresStore {
     }
 }
 
+/// A refusal that no retry will change: the database does not exist
+/// (`3D000`), or the role or its password is wrong (`28000`, `28P01`).
+/// Anything else, a refused TCP connection included, may be a server still
+/// starting, and is retried.
+fn is_permanent(error: &sqlx::Error) -> bool {
+    const PERMANENT: [&str; 3] = ["3D000", "28000", "28P01"];
+    error
+        .as_database_error()
+        .and_then(|error| error.code())
+        .is_some_and(|code| PERMANENT.contains(&code.as_ref()))
+}
+
+/// PostgreSQL's notices (e.g. `relation "_sqlx_migrations" already exists,
+/// skipping` when a second instance starts) are not the operator's business:
+/// only warnings and errors are sent to the client, and so to the log.
+fn quiet(options: PgConnectOptions) -> PgConnectOptions {
+    options.options([("client_min_messages", "warning")])
+}
+
 fn unavailable(error: sqlx::Error) -> RepositoryError {
     RepositoryError::unavailable(error)
 }
@@ -179,4 +202,32 @@ fn stored_name(id: i64, bytes: &[u8]) -> Result<items_domain::Name, RepositoryEr
         .ok()
         .and_then(|text| items_domain::Name::parse(text).ok())
         .ok_or_else(|| RepositoryError::unavailable(format!("row {id} holds an invalid name")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_waited_is_reported_in_tenths_of_a_second() {
+        let error = ConnectError::Unreachable {
+            waited: Duration::from_nanos(16_512_223_983),
+            source: sqlx::Error::PoolTimedOut,
+        };
+
+        assert!(
+            error
+                .to_string()
+                .starts_with("the database is unreachable after 16.5 s: "),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_refusal_without_a_database_code_is_retried() {
+        assert!(!is_permanent(&sqlx::Error::PoolTimedOut));
+        assert!(!is_permanent(&sqlx::Error::Io(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused
+        ))));
+    }
 }

@@ -156,6 +156,27 @@ async fn put_with_the_current_if_match_tag_replaces_the_item_c7() {
 }
 
 #[tokio::test]
+async fn a_put_answer_carries_the_new_tag_that_a_get_sends_and_the_next_if_match_accepts_c7() {
+    let app = spawn_app().await;
+    app.create_item("one").await;
+
+    let replaced = app.put_json("/items/1", &json!({ "name": "two" })).await;
+    assert_eq!(replaced.status(), 200);
+    let tag = header(&replaced, "etag");
+    assert_eq!(tag, header(&app.get("/items/1").await, "etag"));
+
+    let next = app
+        .request(Method::PUT, "/items/1")
+        .header("if-match", &tag)
+        .json(&json!({ "name": "three" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(next.status(), 200);
+    assert_ne!(header(&next, "etag"), tag);
+}
+
+#[tokio::test]
 async fn put_with_a_stale_if_match_tag_is_412_and_changes_nothing_c7() {
     let app = spawn_app().await;
     app.create_item("one").await;

@@ -59,8 +59,9 @@ pub fn free_port() -> u16 {
 pub struct Service {
     pub child: Child,
     pub base: String,
-    /// Kept so the directory lives as long as the process that writes to it.
-    _uploads: tempfile::TempDir,
+    /// Holds `uploads/` and `service.log` (its stdout) for as long as the
+    /// process that writes them.
+    files: tempfile::TempDir,
 }
 
 impl Drop for Service {
@@ -78,30 +79,33 @@ impl Service {
     }
 
     /// [`Service::start`] on this port (a restarted instance keeps its port).
+    #[allow(dead_code)] // used by some test modules only
     pub async fn start_on(port: u16, settings: &[(&str, &str)]) -> Self {
         Self::launch(binary(), port, settings).await
     }
 
     /// Like [`Service::start`], with `command` as the process to start.
+    #[allow(dead_code)] // used by some test modules only
     pub async fn start_command(command: Command, settings: &[(&str, &str)]) -> Self {
         Self::launch(command, free_port(), settings).await
     }
 
     async fn launch(mut command: Command, port: u16, settings: &[(&str, &str)]) -> Self {
-        let uploads = tempfile::tempdir().unwrap();
+        let files = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(files.path().join("service.log")).unwrap();
         command
             .env("HOST", "127.0.0.1")
             .env("PORT", port.to_string())
-            .env("UPLOADS_DIR", uploads.path())
+            .env("UPLOADS_DIR", files.path().join("uploads"))
             .env("RUST_LOG", "warn")
             .envs(settings.iter().copied())
-            .stdout(Stdio::null())
+            .stdout(log)
             .stderr(Stdio::piped());
         let child = command.spawn().unwrap();
         let service = Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
-            _uploads: uploads,
+            files,
         };
         let client = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -118,6 +122,25 @@ impl Service {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         service
+    }
+
+    /// What the service has logged so far (its stdout), once a line
+    /// containing `expected` has arrived (the log is written by a background
+    /// thread, so it may trail the service's first answers by a moment).
+    #[allow(dead_code)] // used by some test modules only
+    pub async fn log_once_it_contains(&self, expected: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = std::fs::read_to_string(self.files.path().join("service.log")).unwrap();
+            if log.contains(expected) {
+                return log;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {expected:?} in the log: {log}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -10,5 +10,6 @@ mod browser;
 mod connections;
 mod fleet;
 mod lifecycle;
+mod operator;
 mod startup;
 mod two_instances;
