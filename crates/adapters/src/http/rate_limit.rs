@@ -114,20 +114,24 @@ fn client_key(request: &ServiceRequest, trust_proxy: u32) -> IpAddr {
 }
 
 /// The client as `hops` proxies of ours report it: the `hops`-th address
-/// from the right of `Forwarded: for=` (when sent) or `X-Forwarded-For`.
-/// Each proxy appends the address it received from, so entries further left
-/// were written by the client itself and are never used; with fewer entries
-/// than `hops`, the leftmost present is the best there is. An entry that is
-/// not an address (`unknown`, garbage) gives `None`: the peer is used.
+/// from the right of `X-Forwarded-For`, or of `Forwarded: for=` when no
+/// `X-Forwarded-For` was sent. Each proxy appends the address it received
+/// from, so entries further left were written by the client itself and are
+/// never used; with fewer entries than `hops`, the leftmost present is the
+/// best there is. `X-Forwarded-For` comes first because it is the header
+/// proxies append to (haproxy's `option forwardfor`, nginx's
+/// `$proxy_add_x_forwarded_for`): a `Forwarded` header behind such a proxy
+/// was written by the client. An entry that is not an address (`unknown`,
+/// garbage) gives `None`: the peer is used.
 fn forwarded_client(headers: &HeaderMap, hops: usize) -> Option<IpAddr> {
-    let entries: Vec<&str> = if headers.contains_key(header::FORWARDED) {
+    let entries: Vec<&str> = if headers.contains_key(header::X_FORWARDED_FOR) {
+        list_entries(headers, &header::X_FORWARDED_FOR).collect()
+    } else {
         list_entries(headers, &header::FORWARDED)
             .filter_map(forwarded_for)
             .collect()
-    } else {
-        list_entries(headers, &header::X_FORWARDED_FOR).collect()
     };
-    let index = entries.len().checked_sub(hops).unwrap_or(0);
+    let index = entries.len().saturating_sub(hops);
     entries.get(index).copied().and_then(parse_address)
 }
 
@@ -287,6 +291,15 @@ mod tests {
         )]);
         assert_eq!(forwarded_client(&sent, 1), ip("2001:db8::7"));
         assert_eq!(forwarded_client(&sent, 2), ip("10.0.0.1"));
+    }
+
+    #[test]
+    fn a_forwarded_header_beside_x_forwarded_for_is_the_clients_own_c9() {
+        let sent = headers(&[
+            ("forwarded", "for=10.0.0.1"),
+            ("x-forwarded-for", "10.0.0.2, 203.0.113.7"),
+        ]);
+        assert_eq!(forwarded_client(&sent, 1), ip("203.0.113.7"));
     }
 
     #[test]

@@ -20,4 +20,5 @@ mod postgres;
 mod products_and_users;
 mod rate_limit;
 mod rate_limit_redis;
+mod reverse_proxy;
 mod uploads;

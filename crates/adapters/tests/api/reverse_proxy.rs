@@ -1,0 +1,104 @@
+//! `TRUST_PROXY` behind a real reverse proxy (C1, C9): haproxy from Debian's
+//! packages, started here on loopback, appends the peer it saw to
+//! `X-Forwarded-For`; whatever the client wrote further left is ignored.
+//! haproxy missing is a failure, never a skip: `scripts/install-test-deps.sh`
+//! installs it.
+
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::num::NonZeroU32;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use items_adapters::http::{HttpSettings, RateLimitSettings};
+use reqwest::Method;
+
+use crate::helpers::*;
+
+/// A haproxy process in the foreground, killed when dropped.
+struct Haproxy {
+    child: Child,
+    port: u16,
+    _config: tempfile::TempDir,
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// haproxy on a free loopback port in front of `backend_port`, appending
+/// `X-Forwarded-For` (`option forwardfor`) as a production proxy would.
+fn start_haproxy(backend_port: u16) -> Haproxy {
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("haproxy.cfg");
+    std::fs::write(
+        &config,
+        format!(
+            "defaults\n  mode http\n  timeout connect 2s\n  timeout client 10s\n  timeout server 10s\n\
+             frontend public\n  bind 127.0.0.1:{port}\n  option forwardfor\n  default_backend service\n\
+             backend service\n  server app 127.0.0.1:{backend_port}\n"
+        ),
+    )
+    .unwrap();
+    let child = Command::new("haproxy")
+        .arg("-db")
+        .arg("-f")
+        .arg(&config)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|error| {
+            panic!("haproxy could not start ({error}): run scripts/install-test-deps.sh")
+        });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "haproxy did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Haproxy {
+        child,
+        port,
+        _config: dir,
+    }
+}
+
+#[tokio::test]
+async fn behind_haproxy_with_trust_proxy_1_forged_forwarded_entries_meet_one_budget_c1_c9() {
+    let settings = HttpSettings {
+        rate_limit: RateLimitSettings {
+            max: NonZeroU32::new(3),
+            window: Duration::from_secs(60),
+            trust_proxy: 1,
+        },
+        ..test_settings()
+    };
+    let app = spawn_app_with(settings, in_memory_services()).await;
+    let proxy = start_haproxy(app.port);
+
+    let mut statuses = Vec::new();
+    for i in 1..=6 {
+        let response = app
+            .client
+            .request(Method::GET, format!("http://127.0.0.1:{}/", proxy.port))
+            .header("x-forwarded-for", format!("10.0.0.{i}, 198.51.100.{i}"))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+
+    assert_eq!(statuses, [200, 200, 200, 429, 429, 429]);
+}
