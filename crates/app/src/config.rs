@@ -284,7 +284,7 @@ mod tests {
             (&["--rate-limit-max", "4294967296"][..], "RATE_LIMIT_MAX"),
             (&["--rate-limit-window-ms", "0"][..], "RATE_LIMIT_WINDOW_MS"),
             (&["--trust-proxy", "maybe"][..], "TRUST_PROXY"),
-            (&["--trust-proxy", "-1"][..], "TRUST_PROXY"),
+            (&["--trust-proxy=-1"][..], "TRUST_PROXY"),
             (&["--redis-url", "http://x"][..], "REDIS_URL"),
             (&["--redis-url", "redis://"][..], "REDIS_URL"),
             (&["--max-file-bytes=0"][..], "MAX_FILE_BYTES"),
