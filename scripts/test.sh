@@ -22,6 +22,14 @@ if ! timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5432' 2>/dev/null && [[ "$TE
   exit 1
 fi
 
+# Redis, for the shared rate limiter's tests and the fleet test: the same
+# rule, a missing server stops the suite rather than skipping those tests.
+if ! timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/6379' 2>/dev/null; then
+  echo "Redis is not answering on 127.0.0.1:6379 (needed by the rate-limit and fleet tests)." >&2
+  echo "Start it with: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no" >&2
+  exit 1
+fi
+
 # The slowloris tests hold 500 connections at both ends in one process: lift
 # the soft descriptor limit (often 1024) to the hard one.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true

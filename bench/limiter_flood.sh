@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The rate limiter's memory under a flood of distinct client addresses (C9,
+# issue 10): the release binary with TRUST_PROXY=1 on loopback, wrk sending
+# every request with a new X-Forwarded-For address, RSS sampled every 2 s.
+# With the limiter's cap (100,000 clients) RSS must level off, whatever the
+# number of addresses. Stops by itself after DURATION seconds (default 30).
+#
+#   bash bench/limiter_flood.sh            # builds the release binary first
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+duration=${DURATION:-30}
+binary=$(cargo build --release -p items-app --message-format=json 2>/dev/null |
+  python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        print(m["executable"])' | tail -n 1)
+command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
+
+work=$(mktemp -d)
+trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT=$port HOST=127.0.0.1 TRUST_PROXY=1 RATE_LIMIT_MAX=1000 RUST_LOG=warn \
+  UPLOADS_DIR="$work/uploads" "$binary" &
+pid=$!
+until curl -s "http://127.0.0.1:$port/" >/dev/null; do sleep 0.1; done
+
+cat > "$work/distinct.lua" <<'LUA'
+-- Each request carries a client address no earlier request had: thread k
+-- writes 1(0+k).x.y.z, counting up (wrk's LuaJIT has no integer division).
+local threads = 0
+function setup(thread)
+  thread:set("prefix", 10 + threads)
+  threads = threads + 1
+end
+local counter = 0
+function request()
+  counter = counter + 1
+  local address = string.format("%d.%d.%d.%d", prefix, math.floor(counter / 65536) % 256,
+    math.floor(counter / 256) % 256, counter % 256)
+  return wrk.format("GET", "/", { ["X-Forwarded-For"] = address })
+end
+LUA
+
+rss() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
+echo "idle RSS: $(( $(rss) / 1024 )) MiB"
+wrk -t2 -c32 -d"${duration}s" -s "$work/distinct.lua" "http://127.0.0.1:$port/" > "$work/wrk.txt" &
+load=$!
+for ((t = 2; t <= duration; t += 2)); do
+  sleep 2
+  echo "t=${t}s RSS: $(( $(rss) / 1024 )) MiB"
+done
+wait "$load"
+grep -E "requests in|Requests/sec" "$work/wrk.txt"
+echo "peak RSS (VmHWM): $(( $(awk '/VmHWM/ {print $2}' "/proc/$pid/status") / 1024 )) MiB"

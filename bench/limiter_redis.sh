@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The shared limiter's cost (C9, issue 11): GET /items/{id} on the release
+# binary with the limiter off, then on over Redis (a budget too large to
+# reach, so every request runs the Lua script and is served), A B A B.
+# The service runs on core 0 with one worker; Redis (the machine's, on
+# 127.0.0.1:6379) and wrk share core 1. Prints req/s per run and the ratio of
+# the medians. Stops by itself (ROUNDS × 2 × SECONDS, default 3 × 2 × 10 s).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${SECONDS_PER_RUN:-10}
+rounds=${ROUNDS:-3}
+binary=$(cargo build --release -p items-app --message-format=json 2>/dev/null |
+  python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        print(m["executable"])' | tail -n 1)
+command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
+redis-cli -h 127.0.0.1 ping >/dev/null || { echo "Redis must answer on 127.0.0.1:6379" >&2; exit 1; }
+
+work=$(mktemp -d)
+pid=
+trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
+
+run() { # $1: label, rest: extra settings
+  local label=$1; shift
+  local port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  env PORT="$port" HOST=127.0.0.1 RUST_LOG=warn UPLOADS_DIR="$work/uploads" "$@" \
+    taskset -c 0 "$binary" & pid=$!
+  until curl -s "http://127.0.0.1:$port/" >/dev/null; do sleep 0.1; done
+  curl -s -X POST "http://127.0.0.1:$port/items" -H 'content-type: application/json' -d '{"name":"pen"}' >/dev/null
+  local rps
+  rps=$(taskset -c 1 wrk -t1 -c50 -d"${seconds}s" "http://127.0.0.1:$port/items/1" | awk '/Requests\/sec/ {print $2}')
+  kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+  echo "$label $rps"
+}
+
+: > "$work/results"
+for ((round = 1; round <= rounds; round++)); do
+  run off RATE_LIMIT_MAX=0 | tee -a "$work/results"
+  run redis RATE_LIMIT_MAX=1000000000 REDIS_URL=redis://127.0.0.1:6379/ | tee -a "$work/results"
+done
+python3 - "$work/results" <<'PY'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    label, rps = line.split()
+    runs.setdefault(label, []).append(float(rps))
+off, redis = statistics.median(runs["off"]), statistics.median(runs["redis"])
+print(f"median req/s: limiter off {off:.0f}, limiter over Redis {redis:.0f}; ratio {redis / off:.2f}")
+PY
