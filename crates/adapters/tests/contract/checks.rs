@@ -292,3 +292,51 @@ pub async fn users_are_the_two_seeded_users_c4(repositories: Repositories) {
         .collect();
     assert_eq!(pairs, [(1, "John Doe"), (2, "Jane Doe")]);
 }
+
+/// Twenty tasks create 300 items, then twenty delete every third of them
+/// while twenty more create 300: 500 remain, and the total (on a page and on the whole listing) is exactly what is
+/// stored. Over PostgreSQL the writers use many connections, so they land on
+/// different slots of the tally (C10).
+pub async fn totals_stay_exact_under_concurrent_creates_and_deletes_c10(
+    repositories: Repositories,
+) {
+    let items = Arc::clone(&repositories.items);
+    let create_batch = |tag: &'static str| {
+        let items = Arc::clone(&items);
+        tokio::spawn(async move {
+            for n in 0..15 {
+                items.create(name(&format!("{tag}{n}"))).await.unwrap();
+            }
+        })
+    };
+    let first: Vec<_> = (0..20).map(|_| create_batch("a")).collect();
+    for task in first {
+        task.await.unwrap();
+    }
+    let mut writers: Vec<_> = (0..20)
+        .map(|task| {
+            let items = Arc::clone(&items);
+            tokio::spawn(async move {
+                for id in (1..=300).filter(|id| id % 3 == 0 && id % 20 == task) {
+                    assert!(items.delete(Id::new(id)).await.unwrap());
+                }
+            })
+        })
+        .collect();
+    writers.extend((0..20).map(|_| create_batch("b")));
+    for task in writers {
+        task.await.unwrap();
+    }
+
+    let everything = items.list(&ItemQuery::default()).await.unwrap();
+    assert_eq!(everything.items.len(), 500);
+    assert_eq!(everything.total, 500);
+    let page = items
+        .list(&ItemQuery {
+            limit: Some(PageLimit::new(1).unwrap()),
+            ..ItemQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.total, 500);
+}

@@ -85,4 +85,5 @@ contract!(
     names_are_stored_exactly_c3,
     products_get_counter_ids_and_keep_their_price_c2_c3,
     users_are_the_two_seeded_users_c4,
+    totals_stay_exact_under_concurrent_creates_and_deletes_c10,
 );
