@@ -17,7 +17,7 @@ pub mod uploads;
 pub mod use_cases;
 pub mod values;
 
-pub use entities::{Item, ItemPage, ItemQuery, Product, User};
+pub use entities::{Item, ItemBatch, ItemListing, ItemPage, ItemQuery, Product, User};
 pub use ports::{ItemRepository, ProductRepository, Replaced, RepositoryError, UserRepository};
 pub use uploads::{PendingUpload, StoredName, UploadService, UploadStore, UploadStoreError};
 pub use use_cases::{
