@@ -1,5 +1,8 @@
 //! The entities the service manages and the shapes of a listing.
 
+use futures_util::stream::BoxStream;
+
+use crate::ports::RepositoryError;
 use crate::values::{Id, Name, PageLimit, Price};
 
 /// An item: the service's main resource.
@@ -45,4 +48,32 @@ pub struct ItemPage {
     pub total: u64,
     /// Whether items matching the query follow the last one of this page.
     pub has_more: bool,
+}
+
+/// One batch of a full listing, in id order, or why the listing ended.
+pub type ItemBatch = Result<Vec<Item>, RepositoryError>;
+
+/// The whole collection, read in batches (C10): what a full listing streams
+/// to the client without holding every item at once.
+pub struct ItemListing {
+    /// Changes on every write to the collection, so a listing's `ETag` (C7)
+    /// can be derived from it: two listings with the same version have the
+    /// same items.
+    pub version: u64,
+    /// How many items the listing holds.
+    pub total: u64,
+    /// The items in id order, a batch at a time. A batch that fails ends the
+    /// listing; an adapter that cannot keep the listing consistent with
+    /// `version` (a write landed in between) MUST fail rather than yield
+    /// other items.
+    pub batches: BoxStream<'static, ItemBatch>,
+}
+
+impl std::fmt::Debug for ItemListing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ItemListing")
+            .field("version", &self.version)
+            .field("total", &self.total)
+            .finish_non_exhaustive()
+    }
 }

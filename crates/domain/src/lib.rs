@@ -18,7 +18,7 @@ pub mod uploads;
 pub mod use_cases;
 pub mod values;
 
-pub use entities::{Item, ItemPage, ItemQuery, Product, User};
+pub use entities::{Item, ItemBatch, ItemListing, ItemPage, ItemQuery, Product, User};
 pub use ports::{
     HealthCheck, ItemRepository, ProductRepository, Replaced, RepositoryError, UserRepository,
 };

@@ -13,7 +13,7 @@
 
 use async_trait::async_trait;
 
-use crate::entities::{Item, ItemPage, ItemQuery, Product, User};
+use crate::entities::{Item, ItemListing, ItemPage, ItemQuery, Product, User};
 use crate::values::{Id, Name, Price};
 
 /// The store could not answer. Implementations keep the cause for logs; it is
@@ -57,6 +57,16 @@ pub trait ItemRepository: Send + Sync {
     /// # Errors
     /// MUST return [`RepositoryError::Unavailable`] when the store cannot be read.
     async fn list(&self, query: &ItemQuery) -> Result<ItemPage, RepositoryError>;
+
+    /// Every item, in id order, in batches, with the collection's version
+    /// and total (C7, C10). Implementations MUST NOT hold the whole
+    /// collection at once, MUST change the version on every create, replace
+    /// and delete, and MUST end the stream with an error rather than yield
+    /// items other than those of `version`.
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be read.
+    async fn list_all(&self) -> Result<ItemListing, RepositoryError>;
 
     /// The item with this id, or `None`.
     ///

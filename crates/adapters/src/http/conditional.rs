@@ -6,6 +6,10 @@
 //! store, and two instances serving the same data give the same tag. XXH3
 //! rather than `std`'s hasher because its output is specified, so tags stay
 //! stable across Rust releases and across a rolling deploy.
+//!
+//! The one exception is the full item listing, which is streamed and never
+//! held whole: its handler sets a tag derived from the store's version
+//! ([`listing_tag`]) and this middleware leaves such responses alone.
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -18,6 +22,15 @@ use super::problem::ApiError;
 /// The strong entity tag of a representation: `"` + 16 hex digits + `"`.
 pub(crate) fn etag_of(body: &[u8]) -> String {
     format!("\"{:016x}\"", xxhash_rust::xxh3::xxh3_64(body))
+}
+
+/// The strong entity tag of the full item listing at `version` (C7, C10):
+/// the store changes its version on every write and reads every batch of
+/// the listing at that version, so equal tags mean equal bytes. `L` keeps it
+/// apart from body hashes; the `1` is the listing's format, bumped if the
+/// JSON written for the same items ever changes.
+pub(crate) fn listing_tag(version: u64) -> String {
+    format!("\"L1-{version:016x}\"")
 }
 
 /// The entity tags listed in every `name` header (comma-separated lists,
@@ -36,7 +49,7 @@ fn listed_tags<'a>(headers: &'a HeaderMap, name: &header::HeaderName) -> Option<
 
 /// `If-None-Match` holds a tag equal to `tag` under the weak comparison
 /// (RFC 9110 §13.1.2: `W/` prefixes are ignored), or `*`.
-fn none_match_fails(headers: &HeaderMap, tag: &str) -> bool {
+pub(crate) fn none_match_fails(headers: &HeaderMap, tag: &str) -> bool {
     listed_tags(headers, &header::IF_NONE_MATCH).is_some_and(|tags| {
         tags.iter()
             .any(|listed| *listed == "*" || listed.trim_start_matches("W/") == tag)
@@ -64,7 +77,12 @@ pub(crate) async fn entity_tags(
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let conditional = matches!(*request.method(), Method::GET | Method::HEAD);
     let response = next.call(request).await?.map_into_boxed_body();
-    if !conditional || response.status() != StatusCode::OK {
+    // A handler that set its own tag (the streamed listing) keeps its body
+    // as it is: hashing it would mean holding all of it.
+    if !conditional
+        || response.status() != StatusCode::OK
+        || response.headers().contains_key(header::ETAG)
+    {
         return Ok(response);
     }
     let (request, response) = response.into_parts();

@@ -2,7 +2,9 @@
 
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
+use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
+use futures_util::StreamExt;
 use items_domain::{
     GetItemError, Id, Item, ItemQuery, ItemService, Name, PageLimit, ReplaceItemError,
 };
@@ -10,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::body::JsonObject;
-use super::conditional::{etag_of, if_match};
+use super::conditional::{etag_of, if_match, listing_tag, none_match_fails};
 use super::fields;
 use super::problem::{ApiError, FieldError, Location};
-use super::respond;
+use super::respond::{self, APPLICATION_JSON};
 
 /// The body of `POST /items` and `PUT /items/{id}`.
 #[derive(Debug, Deserialize)]
@@ -199,6 +201,9 @@ pub(crate) async fn list(
     request: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let params = ListParams::parse(request.query_string())?;
+    if params.query == ItemQuery::default() {
+        return stream_all(&service, &request).await;
+    }
     let page = service.list(&params.query).await?;
     let dtos: Vec<ItemDto<'_>> = page.items.iter().map(ItemDto::from).collect();
     let mut response = respond::json(StatusCode::OK, &dtos)?;
@@ -216,6 +221,50 @@ pub(crate) async fn list(
         headers.insert(header::LINK, value);
     }
     Ok(response)
+}
+
+/// `GET /items` with no query: the whole collection streamed as a JSON array,
+/// a batch at a time, so memory does not grow with the collection (C10). The
+/// `ETag` is [`listing_tag`] of the store's version, set here so the
+/// body-hashing middleware leaves the stream alone (C7).
+async fn stream_all(
+    service: &ItemService,
+    request: &HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let listing = service.list_all().await?;
+    let tag = listing_tag(listing.version);
+    let etag = HeaderValue::try_from(tag.as_str()).map_err(ApiError::internal)?;
+    if none_match_fails(request.headers(), &tag) {
+        return Ok(HttpResponse::NotModified()
+            .insert_header((header::ETAG, etag))
+            .finish());
+    }
+    let mut first = true;
+    let items = listing.batches.map(move |batch| {
+        let mut chunk = Vec::new();
+        for item in &batch? {
+            if !std::mem::take(&mut first) {
+                chunk.push(b',');
+            }
+            serde_json::to_writer(&mut chunk, &ItemDto::from(item))?;
+        }
+        Ok::<_, Box<dyn std::error::Error>>(Bytes::from(chunk))
+    });
+    let bracket = |text: &'static [u8]| {
+        futures_util::stream::once(async move { Ok(Bytes::from_static(text)) })
+    };
+    let body = bracket(b"[").chain(items).chain(bracket(b"]"));
+    Ok(HttpResponse::Ok()
+        .insert_header((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(APPLICATION_JSON),
+        ))
+        .insert_header((header::ETAG, etag))
+        .insert_header((
+            header::HeaderName::from_static("x-total-count"),
+            HeaderValue::from(listing.total),
+        ))
+        .streaming(body))
 }
 
 /// `GET /items/{id}`: the item, or 404 `Item not found` (spec §7, C2).

@@ -93,6 +93,16 @@ impl HttpServer {
                 }))
         })
         .workers(settings.workers)
+        // The streamed listing (C10) writes its body in several chunks; with
+        // Nagle's algorithm the last small chunk waits for the client's
+        // delayed ACK, 40 ms per response (measured: 1.1k req/s on 1,000
+        // items, p50 44 ms). Responses are written whole or in large
+        // chunks, so nothing is gained by coalescing.
+        .on_connect(|connection, _| {
+            if let Some(tcp) = connection.downcast_ref::<actix_web::rt::net::TcpStream>() {
+                let _ = tcp.set_nodelay(true);
+            }
+        })
         .client_request_timeout(REQUEST_HEAD_TIMEOUT)
         .keep_alive(KEEP_ALIVE)
         .shutdown_timeout(SHUTDOWN_GRACE_SECS)

@@ -1,9 +1,11 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use items_domain::{
-    Id, Item, ItemPage, ItemQuery, ItemRepository, Name, Replaced, RepositoryError,
+    Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Replaced,
+    RepositoryError,
 };
 use parking_lot::RwLock;
 
@@ -14,14 +16,70 @@ use super::IdCounter;
 /// counts.
 #[derive(Debug, Default)]
 pub struct InMemoryItemRepository {
-    state: RwLock<State>,
+    /// Shared with the full listings in flight, which copy one batch at a
+    /// time out of it.
+    state: Arc<RwLock<State>>,
 }
+
+/// Items a full listing copies out per read lock: small enough that a writer
+/// waits microseconds and a listing holds kilobytes, large enough that the
+/// lock is taken rarely.
+const BATCH: usize = 1000;
 
 #[derive(Debug, Default)]
 struct State {
     items: BTreeMap<Id, Name>,
     /// Never goes back: see [`IdCounter`] (C2).
     last_id: IdCounter,
+    /// Bumped by every write, under the write lock: the listing's version (C7).
+    version: u64,
+}
+
+impl State {
+    /// Up to [`BATCH`] items after `after`, in id order.
+    fn batch_after(&self, after: Option<Id>) -> Vec<Item> {
+        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.items
+            .range((start, Bound::Unbounded))
+            .take(BATCH)
+            .map(|(&id, name)| Item {
+                id,
+                name: name.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Where a full listing stands: the next batch starts after `after`; `None`
+/// once the last batch went out.
+struct Cursor {
+    state: Arc<RwLock<State>>,
+    version: u64,
+    after: Option<Id>,
+}
+
+impl Cursor {
+    /// The next batch, or the end. A write since the listing began ends it
+    /// with an error: the bytes already sent belong to `version` and the rest
+    /// would not, so the client must not get a complete body under that tag.
+    fn next_batch(mut self) -> Option<(ItemBatch, Option<Self>)> {
+        let batch = {
+            let state = self.state.read();
+            if state.version != self.version {
+                return Some((
+                    Err(RepositoryError::unavailable(
+                        "the collection changed during the listing",
+                    )),
+                    None,
+                ));
+            }
+            state.batch_after(self.after)
+        };
+        let last = batch.last()?.id;
+        self.after = Some(last);
+        let more = (batch.len() == BATCH).then_some(self);
+        Some((Ok(batch), more))
+    }
 }
 
 impl InMemoryItemRepository {
@@ -71,6 +129,29 @@ impl ItemRepository for InMemoryItemRepository {
         })
     }
 
+    /// Batches of [`BATCH`] items, each copied under its own read lock.
+    async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
+        let (version, total) = {
+            let state = self.state.read();
+            (state.version, state.items.len() as u64)
+        };
+        let cursor = Cursor {
+            state: Arc::clone(&self.state),
+            version,
+            after: None,
+        };
+        let batches =
+            futures_util::stream::unfold(
+                Some(cursor),
+                |cursor| async move { cursor?.next_batch() },
+            );
+        Ok(ItemListing {
+            version,
+            total,
+            batches: Box::pin(batches),
+        })
+    }
+
     async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {
         Ok(self.state.read().items.get(&id).map(|name| Item {
             id,
@@ -82,6 +163,7 @@ impl ItemRepository for InMemoryItemRepository {
         let mut state = self.state.write();
         let id = state.last_id.next()?;
         state.items.insert(id, name.clone());
+        state.version += 1;
         Ok(Item { id, name })
     }
 
@@ -98,10 +180,16 @@ impl ItemRepository for InMemoryItemRepository {
             return Ok(Replaced::Changed);
         }
         *current = item.name.clone();
+        state.version += 1;
         Ok(Replaced::Yes)
     }
 
     async fn delete(&self, id: Id) -> Result<bool, RepositoryError> {
-        Ok(self.state.write().items.remove(&id).is_some())
+        let mut state = self.state.write();
+        let existed = state.items.remove(&id).is_some();
+        if existed {
+            state.version += 1;
+        }
+        Ok(existed)
     }
 }

@@ -23,6 +23,7 @@ fn failure() -> RepositoryError {
 fn unavailable_services() -> TestServices {
     let mut items = MockItemRepository::new();
     items.expect_list().returning(|_| Err(failure()));
+    items.expect_list_all().returning(|| Err(failure()));
     items.expect_get().returning(|_| Err(failure()));
     items.expect_create().returning(|_| Err(failure()));
     items.expect_replace().returning(|_, _| Err(failure()));

@@ -147,3 +147,77 @@ async fn limits_of_1_and_1000_are_accepted_and_unknown_parameters_ignored_c10() 
         [1, 2]
     );
 }
+
+/// `GET /items`: its tag and its bytes.
+async fn full_listing(app: &TestApp) -> (String, Vec<u8>) {
+    let response = app.get("/items").await;
+    assert_eq!(response.status(), 200);
+    let tag = header(&response, "etag");
+    (tag, response.bytes().await.unwrap().to_vec())
+}
+
+/// The full listing is streamed and its tag comes from the store's version
+/// (C7, C10): the same collection gives the same tag and the same bytes; each
+/// kind of write gives a new tag; the current tag gives 304; HEAD carries the
+/// same headers and no body.
+#[tokio::test]
+async fn the_streamed_listing_has_a_tag_that_changes_exactly_when_its_bytes_do_c7_c10() {
+    let app = app_with_items(&["a", "b", "c"]).await;
+    let (tag, bytes) = full_listing(&app).await;
+    let (again_tag, again_bytes) = full_listing(&app).await;
+    assert!(tag.starts_with('"') && tag.ends_with('"'), "a strong tag");
+    assert_eq!((&tag, &bytes), (&again_tag, &again_bytes));
+    assert_eq!(ids(&serde_json::from_slice(&bytes).unwrap()), [1, 2, 3]);
+
+    let mut seen = vec![tag.clone()];
+    app.create_item("d").await;
+    seen.push(full_listing(&app).await.0);
+    app.put_json("/items/1", &serde_json::json!({"name": "z"}))
+        .await;
+    seen.push(full_listing(&app).await.0);
+    app.delete("/items/2").await;
+    let (last_tag, last_bytes) = full_listing(&app).await;
+    seen.push(last_tag.clone());
+    let distinct: std::collections::HashSet<_> = seen.iter().collect();
+    assert_eq!(distinct.len(), 4, "every write changes the tag: {seen:?}");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&last_bytes).unwrap(),
+        serde_json::json!([{"id": 1, "name": "z"}, {"id": 3, "name": "c"}, {"id": 4, "name": "d"}])
+    );
+
+    let cached = app
+        .request(reqwest::Method::GET, "/items")
+        .header("if-none-match", &last_tag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cached.status(), 304);
+    assert_eq!(header(&cached, "etag"), last_tag);
+    let stale = app
+        .request(reqwest::Method::GET, "/items")
+        .header("if-none-match", &tag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 200);
+
+    let head = app
+        .request(reqwest::Method::HEAD, "/items")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.status(), 200);
+    assert_eq!(header(&head, "etag"), last_tag);
+    assert_eq!(header(&head, "x-total-count"), "3");
+    assert!(head.bytes().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_empty_collection_streams_an_empty_array_c10() {
+    let app = spawn_app().await;
+
+    let response = app.get("/items").await;
+
+    assert_eq!(header(&response, "x-total-count"), "0");
+    assert_eq!(&response.bytes().await.unwrap()[..], b"[]");
+}

@@ -292,3 +292,132 @@ pub async fn users_are_the_two_seeded_users_c4(repositories: Repositories) {
         .collect();
     assert_eq!(pairs, [(1, "John Doe"), (2, "Jane Doe")]);
 }
+
+/// Twenty tasks create 300 items, then twenty delete every third of them
+/// while twenty more create 300: 500 remain, and the total (on a page and on the whole listing) is exactly what is
+/// stored. Over PostgreSQL the writers use many connections, so they land on
+/// different slots of the tally (C10).
+pub async fn totals_stay_exact_under_concurrent_creates_and_deletes_c10(
+    repositories: Repositories,
+) {
+    let items = Arc::clone(&repositories.items);
+    let create_batch = |tag: &'static str| {
+        let items = Arc::clone(&items);
+        tokio::spawn(async move {
+            for n in 0..15 {
+                items.create(name(&format!("{tag}{n}"))).await.unwrap();
+            }
+        })
+    };
+    let first: Vec<_> = (0..20).map(|_| create_batch("a")).collect();
+    for task in first {
+        task.await.unwrap();
+    }
+    let mut writers: Vec<_> = (0..20)
+        .map(|task| {
+            let items = Arc::clone(&items);
+            tokio::spawn(async move {
+                for id in (1..=300).filter(|id| id % 3 == 0 && id % 20 == task) {
+                    assert!(items.delete(Id::new(id)).await.unwrap());
+                }
+            })
+        })
+        .collect();
+    writers.extend((0..20).map(|_| create_batch("b")));
+    for task in writers {
+        task.await.unwrap();
+    }
+
+    let everything = items.list(&ItemQuery::default()).await.unwrap();
+    assert_eq!(everything.items.len(), 500);
+    assert_eq!(everything.total, 500);
+    let page = items
+        .list(&ItemQuery {
+            limit: Some(PageLimit::new(1).unwrap()),
+            ..ItemQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.total, 500);
+}
+
+/// Reads a whole listing: its version and items.
+async fn full_listing(repositories: &Repositories) -> (u64, Vec<Item>) {
+    use futures_util::TryStreamExt;
+    let listing = repositories.items.list_all().await.unwrap();
+    let batches: Vec<Vec<Item>> = listing.batches.try_collect().await.unwrap();
+    (listing.version, batches.concat())
+}
+
+/// Create, replace and delete each change the version; reads do not; a
+/// failed replace or delete (nothing written) does not (C7, C10).
+pub async fn every_write_changes_the_listing_version_c7_c10(repositories: Repositories) {
+    let (empty, items) = full_listing(&repositories).await;
+    assert!(items.is_empty());
+    create_all(&repositories, &["a", "b"]).await;
+    let (created, items) = full_listing(&repositories).await;
+    assert_ne!(created, empty);
+    assert_eq!(ids(&items), [1, 2]);
+    assert_eq!(
+        full_listing(&repositories).await.0,
+        created,
+        "a read is no write"
+    );
+
+    let renamed = Item {
+        id: Id::new(1),
+        name: name("z"),
+    };
+    assert_eq!(
+        repositories.items.replace(&renamed, None).await.unwrap(),
+        Replaced::Yes
+    );
+    let (replaced, items) = full_listing(&repositories).await;
+    assert_ne!(replaced, created);
+    assert_eq!(items[0].name, name("z"));
+
+    assert!(repositories.items.delete(Id::new(2)).await.unwrap());
+    let (deleted, items) = full_listing(&repositories).await;
+    assert_ne!(deleted, replaced);
+    assert_eq!(ids(&items), [1]);
+
+    assert!(!repositories.items.delete(Id::new(2)).await.unwrap());
+    assert_eq!(full_listing(&repositories).await.0, deleted);
+}
+
+/// A listing larger than one batch comes out whole, in id order, with its
+/// total (C10).
+pub async fn the_full_listing_streams_every_item_in_id_order_c10(repositories: Repositories) {
+    let names: Vec<String> = (0..2500).map(|n| format!("n{n}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    create_all(&repositories, &names).await;
+    let listing = repositories.items.list_all().await.unwrap();
+    assert_eq!(listing.total, 2500);
+
+    let (_, items) = full_listing(&repositories).await;
+
+    assert_eq!(ids(&items), (1..=2500).collect::<Vec<_>>());
+}
+
+/// A write after a listing began never shows up in it: the rest of the
+/// listing is either that of its version (a snapshot) or an error, never a
+/// mix whose bytes the version's tag would wrongly vouch for (C7, C10).
+pub async fn a_write_during_a_listing_never_mixes_into_it_c7_c10(repositories: Repositories) {
+    use futures_util::StreamExt;
+    let names: Vec<String> = (0..1500).map(|n| format!("n{n}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    create_all(&repositories, &names).await;
+    let mut listing = repositories.items.list_all().await.unwrap();
+    let first = listing.batches.next().await.unwrap().unwrap();
+
+    repositories.items.create(name("late")).await.unwrap();
+    let mut seen = first;
+    while let Some(batch) = listing.batches.next().await {
+        match batch {
+            Ok(batch) => seen.extend(batch),
+            Err(_) => return,
+        }
+    }
+
+    assert_eq!(ids(&seen), (1..=1500).collect::<Vec<_>>());
+}

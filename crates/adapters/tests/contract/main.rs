@@ -87,4 +87,8 @@ contract!(
     names_are_stored_exactly_c3,
     products_get_counter_ids_and_keep_their_price_c2_c3,
     users_are_the_two_seeded_users_c4,
+    totals_stay_exact_under_concurrent_creates_and_deletes_c10,
+    every_write_changes_the_listing_version_c7_c10,
+    the_full_listing_streams_every_item_in_id_order_c10,
+    a_write_during_a_listing_never_mixes_into_it_c7_c10,
 );

@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use crate::entities::{Item, ItemPage, ItemQuery};
+use crate::entities::{Item, ItemListing, ItemPage, ItemQuery};
 use crate::ports::{ItemRepository, Replaced, RepositoryError};
 use crate::values::{Id, Name};
 
@@ -50,6 +50,11 @@ impl ItemService {
     /// The items matching `query`, in id order, with the total count (C10).
     pub async fn list(&self, query: &ItemQuery) -> Result<ItemPage, RepositoryError> {
         self.repository.list(query).await
+    }
+
+    /// Every item, streamed in batches, with the collection's version (C10).
+    pub async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
+        self.repository.list_all().await
     }
 
     pub async fn get(&self, id: Id) -> Result<Item, GetItemError> {
@@ -128,6 +133,27 @@ mod tests {
 
     fn unavailable() -> RepositoryError {
         RepositoryError::unavailable("connection refused")
+    }
+
+    #[tokio::test]
+    async fn list_all_returns_the_repository_listing_and_its_batches_c10() {
+        let mut repository = MockItemRepository::new();
+        repository.expect_list_all().times(1).return_once(|| {
+            Ok(ItemListing {
+                version: 7,
+                total: 2,
+                batches: Box::pin(futures_util::stream::iter([
+                    Ok(vec![item(1, "a")]),
+                    Ok(vec![item(2, "b")]),
+                ])),
+            })
+        });
+
+        let listing = service(repository).list_all().await.unwrap();
+        assert_eq!((listing.version, listing.total), (7, 2));
+        let batches: Vec<_> = futures_util::StreamExt::collect::<Vec<_>>(listing.batches).await;
+        let items: Vec<Item> = batches.into_iter().flat_map(Result::unwrap).collect();
+        assert_eq!(items, [item(1, "a"), item(2, "b")]);
     }
 
     #[tokio::test]

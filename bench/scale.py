@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Listing and storage at scale (issue 12, C10): one command, stops by itself.
+
+For each size in SCALE_SIZES (default 1,000,000 and 10,000,000) it loads a
+scratch PostgreSQL database directly with `generate_series` (the tally of
+migration 0002 is kept by the insert's own trigger) and starts the release
+service on it; for the in-memory store it preloads 1,000,000 items through
+`POST /items` (wrk). Then it records:
+
+- `GET /items?limit=100` latency at three depths (first page, middle, last),
+  200 sequential requests each over one keep-alive connection: p50 and p99;
+- the full `GET /items`: time to read all of it, and the server's peak RSS
+  growth (VmHWM − VmRSS before) for one listing and for 4 at once;
+- with SCALE_PGBENCH=1 (default), the service (`wrk -c10`) against `pgbench`
+  (`-c10 -M prepared`) running the same `select` and `insert … returning id`.
+
+Every run is bounded (wrk and pgbench by duration, requests by count); the
+scratch database is dropped at the end. Results: bench/results/scale.md.
+"""
+import http.client
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import run
+
+ADMIN = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+SIZES = [int(size) for size in os.environ.get("SCALE_SIZES", "1000000,10000000").split(",")]
+PGBENCH = os.environ.get("SCALE_PGBENCH", "1") == "1"
+MEMORY_ITEMS = int(os.environ.get("SCALE_MEMORY_ITEMS", "1000000"))
+REQUESTS = 200
+CONNECTIONS = 10
+
+
+def psql(database_url, sql):
+    subprocess.run(["psql", database_url, "-qAtc", sql], check=True, stdout=subprocess.DEVNULL)
+
+
+def status_kib(server, field):
+    with open(f"/proc/{server.process.pid}/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field}")
+
+
+def page_latencies(server, after):
+    """p50 and p99 in ms of `GET /items?limit=100&after=…`, sequential."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port)
+    timings = []
+    for _ in range(REQUESTS):
+        started = time.perf_counter()
+        connection.request("GET", f"/items?limit=100&after={after}")
+        response = connection.getresponse()
+        response.read()
+        timings.append((time.perf_counter() - started) * 1000)
+        if response.status != 200 or not response.getheader("X-Total-Count"):
+            raise RuntimeError(f"page after {after}: {response.status}")
+    connection.close()
+    timings.sort()
+    return statistics.median(timings), timings[int(len(timings) * 0.99) - 1]
+
+
+def full_listing(server):
+    """Seconds to read the whole `GET /items` and the bytes read."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+    started = time.perf_counter()
+    connection.request("GET", "/items")
+    response = connection.getresponse()
+    size = 0
+    while chunk := response.read(1 << 20):
+        size += len(chunk)
+    connection.close()
+    return time.perf_counter() - started, size
+
+
+def listings(server, concurrent):
+    """Wall time of `concurrent` full listings at once and the peak RSS growth (MiB)."""
+    before = status_kib(server, "VmRSS")
+    results = [None] * concurrent
+
+    def one(index):
+        results[index] = full_listing(server)
+
+    threads = [threading.Thread(target=one, args=(index,)) for index in range(concurrent)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    return elapsed, results[0][1], (status_kib(server, "VmHWM") - before) / 1024
+
+
+def scale_rows(label, server, size):
+    rows = []
+    depths = [("first page", 0), ("middle", size // 2), ("last page", max(size - 100, 0))]
+    for depth, after in depths:
+        p50, p99 = page_latencies(server, after)
+        rows.append(f"| {label} | {size:,} | `GET /items?limit=100` ({depth}) | p50 {p50:.2f} ms, p99 {p99:.2f} ms |")
+        print(rows[-1], flush=True)
+    elapsed, size_bytes, growth = listings(server, 1)
+    rows.append(f"| {label} | {size:,} | `GET /items` (all, {size_bytes / 1e6:.0f} MB) | "
+                f"{elapsed:.2f} s, peak RSS growth {growth:.1f} MiB |")
+    print(rows[-1], flush=True)
+    elapsed, _, growth = listings(server, 4)
+    rows.append(f"| {label} | {size:,} | 4 concurrent `GET /items` | "
+                f"{elapsed:.2f} s, peak RSS growth {growth:.1f} MiB |")
+    print(rows[-1], flush=True)
+    return rows
+
+
+def pgbench(database_url, script, seconds=5):
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as file:
+        file.write(script)
+    try:
+        output = subprocess.run(
+            ["taskset", "-c", "1", "pgbench", "-n", "-M", "prepared", f"-c{CONNECTIONS}", "-j1",
+             f"-T{seconds}", "-f", file.name, database_url],
+            capture_output=True, text=True, check=True).stdout
+    finally:
+        os.unlink(file.name)
+    for line in output.splitlines():
+        if line.startswith("tps ="):
+            return float(line.split()[2])
+    raise RuntimeError(output)
+
+
+def pgbench_rows(server, database_url, size):
+    rows = []
+    get = run.wrk(server, "/", "get_rotating.lua", [size], seconds=5, connections=CONNECTIONS)
+    tps = pgbench(database_url, f"\\set id random(1, {size})\nselect id, name from items where id = :id;\n")
+    rows.append(f"| PostgreSQL | {size:,} | `GET /items/{{id}}` vs pgbench `select` (c{CONNECTIONS}) | "
+                f"{get['rps']:,.0f} vs {tps:,.0f} req/s: **{get['rps'] / tps:.2f}** |")
+    print(rows[-1], flush=True)
+    post = run.wrk(server, "/", "post.lua", [], seconds=5, connections=CONNECTIONS)
+    tps = pgbench(database_url, "insert into items (name) values ('\\x626e') returning id;\n")
+    rows.append(f"| PostgreSQL | {size:,} | `POST /items` vs pgbench `insert … returning id` (c{CONNECTIONS}) | "
+                f"{post['rps']:,.0f} vs {tps:,.0f} req/s: **{post['rps'] / tps:.2f}** |")
+    print(rows[-1], flush=True)
+    return rows
+
+
+def postgres(size):
+    database = f"items_scale_{int(time.time())}"
+    base = ADMIN.rsplit("/", 1)[0]
+    url = f"{base}/{database}"
+    psql(ADMIN, f'create database "{database}"')
+    server = None
+    try:
+        env = {"RATE_LIMIT_MAX": "0", "RUST_LOG": "warn", "DATABASE_URL": url}
+        run.Server("migrate", run.SERVICE, env).stop()  # applies the migrations
+        started = time.perf_counter()
+        psql(url, "insert into items (name) select convert_to('item-' || lpad(g::text, 11, '0'), 'UTF8') "
+                  f"from generate_series(1, {size}) g")
+        psql(url, "vacuum analyze items")
+        print(f"loaded {size:,} rows in {time.perf_counter() - started:.0f} s", flush=True)
+        server = run.Server("service", run.SERVICE, env)
+        rows = scale_rows("PostgreSQL", server, size)
+        if PGBENCH and size == SIZES[0]:
+            rows += pgbench_rows(server, url, size)
+        return rows
+    finally:
+        if server:
+            server.stop()
+        psql(ADMIN, f'drop database if exists "{database}" with (force)')
+
+
+def memory():
+    server = run.Server("service", run.SERVICE, {"RATE_LIMIT_MAX": "0", "RUST_LOG": "warn"})
+    try:
+        run.preload(server, MEMORY_ITEMS)
+        return scale_rows("memory", server, run.total(server))
+    finally:
+        server.stop()
+
+
+def main():
+    lines = [f"## Scale — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
+             "`python3 bench/scale.py` (release build; server on core 0, clients on core 1)", "",
+             "| store | items | request | result |", "|---|---|---|---|"]
+    for size in SIZES:
+        lines += postgres(size)
+    lines += memory()
+    os.makedirs(os.path.join(run.ROOT, "bench", "results"), exist_ok=True)
+    with open(os.path.join(run.ROOT, "bench", "results", "scale.md"), "w") as out:
+        out.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# One command for the scale benchmark (issue 12): installs wrk and pgbench if
+# missing, builds the release service, runs bench/scale.py, which writes
+# bench/results/scale.md. About 5 minutes at 1M and 10M rows.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v wrk >/dev/null || ! command -v pgbench >/dev/null; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk postgresql-client
+fi
+cargo build --release -q -p items-app
+timeout 1800 python3 bench/scale.py
