@@ -14,7 +14,7 @@ use super::IdCounter;
 /// Items in memory. Names are `Arc<str>` inside [`Name`], so the map holds one
 /// allocation per item and copying a page out of it only bumps reference
 /// counts.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct InMemoryItemRepository {
     /// Shared with the full listings in flight, which copy one batch at a
     /// time out of it.
@@ -83,8 +83,28 @@ impl Cursor {
 }
 
 impl InMemoryItemRepository {
+    /// An empty repository. Its version starts at a random point rather than
+    /// at zero: the store begins empty at every start, and a tag a client
+    /// kept from an earlier process must not match a different collection
+    /// that happens to have seen as many writes (equal tags, equal bytes).
     pub fn new() -> Self {
-        Self::default()
+        let mut seed = [0u8; 8];
+        // Without randomness the versions still differ within one process;
+        // only the cross-restart guarantee is lost, so zero is acceptable.
+        let _ = getrandom::fill(&mut seed);
+        let state = State {
+            version: u64::from_le_bytes(seed) >> 1,
+            ..State::default()
+        };
+        Self {
+            state: Arc::new(RwLock::new(state)),
+        }
+    }
+}
+
+impl Default for InMemoryItemRepository {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
