@@ -4,7 +4,8 @@
 # reach, so every request runs the Lua script and is served), A B A B.
 # The service runs on core 0 with one worker; Redis (the machine's, on
 # 127.0.0.1:6379) and wrk share core 1. Prints req/s per run and the ratio of
-# the medians. Stops by itself (ROUNDS × 2 × SECONDS, default 3 × 2 × 10 s).
+# the medians, and the service's own CPU per request (the figure that
+# matters when wrk and Redis saturate their shared core first). Stops by itself (ROUNDS × 2 × SECONDS, default 3 × 2 × 10 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,10 +32,16 @@ run() { # $1: label, rest: extra settings
     taskset -c 0 "$binary" & pid=$!
   until curl -s "http://127.0.0.1:$port/" >/dev/null; do sleep 0.1; done
   curl -s -X POST "http://127.0.0.1:$port/items" -H 'content-type: application/json' -d '{"name":"pen"}' >/dev/null
-  local rps
-  rps=$(taskset -c 1 wrk -t1 -c50 -d"${seconds}s" "http://127.0.0.1:$port/items/1" | awk '/Requests\/sec/ {print $2}')
+  local before after output
+  before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  output=$(taskset -c 1 wrk -t1 -c50 -d"${seconds}s" "http://127.0.0.1:$port/items/1")
+  after=$(awk '{print $14 + $15}' "/proc/$pid/stat")
   kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
-  echo "$label $rps"
+  # req/s, and the service's own CPU (user + system, in clock ticks) per request in µs
+  awk -v label="$label" -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '
+    /requests in/ {requests = $1}
+    /Requests\/sec/ {rps = $2}
+    END {printf "%s %.0f %.2f\n", label, rps, ticks / hz * 1e6 / requests}' <<< "$output"
 }
 
 : > "$work/results"
@@ -46,8 +53,13 @@ python3 - "$work/results" <<'PY'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    label, rps = line.split()
-    runs.setdefault(label, []).append(float(rps))
-off, redis = statistics.median(runs["off"]), statistics.median(runs["redis"])
-print(f"median req/s: limiter off {off:.0f}, limiter over Redis {redis:.0f}; ratio {redis / off:.2f}")
+    label, rps, cpu = line.split()
+    runs.setdefault(label, []).append((float(rps), float(cpu)))
+def median(label, index):
+    return statistics.median(run[index] for run in runs[label])
+off, redis = median("off", 0), median("redis", 0)
+off_cpu, redis_cpu = median("off", 1), median("redis", 1)
+print(f"median req/s: limiter off {off:.0f}, over Redis {redis:.0f}; ratio {redis / off:.2f}")
+print(f"service CPU per request: limiter off {off_cpu:.2f} us, over Redis {redis_cpu:.2f} us; "
+      f"throughput per core ratio {off_cpu / redis_cpu:.2f}")
 PY
