@@ -10,17 +10,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 duration=${DURATION:-30}
-binary=$(cargo build --release -p items-app --message-format=json 2>/dev/null |
-  python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable"):
-        print(m["executable"])' | tail -n 1)
+source scripts/lib/service.sh
+binary=$(cargo_binary --release)
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
 
 work=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(free_port)
 PORT=$port HOST=127.0.0.1 TRUST_PROXY=1 RATE_LIMIT_MAX=1000 RUST_LOG=warn \
   UPLOADS_DIR="$work/uploads" "$binary" &
 pid=$!

@@ -11,12 +11,8 @@ cd "$(dirname "$0")/.."
 
 seconds=${SECONDS_PER_RUN:-10}
 rounds=${ROUNDS:-3}
-binary=$(cargo build --release -p items-app --message-format=json 2>/dev/null |
-  python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable"):
-        print(m["executable"])' | tail -n 1)
+source scripts/lib/service.sh
+binary=$(cargo_binary --release)
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
 redis-cli -h 127.0.0.1 ping >/dev/null || { echo "Redis must answer on 127.0.0.1:6379" >&2; exit 1; }
 
@@ -27,7 +23,7 @@ trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
 run() { # $1: label, rest: extra settings
   local label=$1; shift
   local port
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(free_port)
   env PORT="$port" HOST=127.0.0.1 RUST_LOG=warn UPLOADS_DIR="$work/uploads" "$@" \
     taskset -c 0 "$binary" & pid=$!
   until curl -s "http://127.0.0.1:$port/" >/dev/null; do sleep 0.1; done
