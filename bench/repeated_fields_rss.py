@@ -9,27 +9,14 @@ Prints the status, the time to the answer and VmHWM (peak RSS, from
 """
 import os
 import socket
-import subprocess
 import sys
-import tempfile
 import time
+
+from service import running, vm_hwm_kib
 
 COUNT, VALUE = 5000, 60_000
 BOUNDARY = "XYZboundary"
 
-
-def vm_hwm_kib(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmHWM")
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def parts():
@@ -43,50 +30,35 @@ def parts():
 
 
 def main():
-    binary = sys.argv[1]
-    port = free_port()
-    with tempfile.TemporaryDirectory() as uploads:
-        env = dict(os.environ, PORT=str(port), HOST="127.0.0.1", UPLOADS_DIR=uploads,
-                   RATE_LIMIT_MAX="0", RUST_LOG="warn")
-        server = subprocess.Popen([binary], env=env, stdout=subprocess.DEVNULL)
-        try:
-            for _ in range(100):
-                try:
-                    socket.create_connection(("127.0.0.1", port)).close()
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            before = vm_hwm_kib(server.pid)
-            length = sum(len(part) for part in parts())
-            started = time.monotonic()
-            with socket.create_connection(("127.0.0.1", port)) as conn:
-                conn.sendall((f"POST /profile HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n"
-                              f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
-                              f"Content-Length: {length}\r\n\r\n").encode())
-                sent = 0
-                try:
-                    for part in parts():
-                        conn.sendall(part)
-                        sent += len(part)
-                except OSError as error:  # the server answered and closed early
-                    print(f"send stopped after {sent} of {length} bytes: {error}")
-                received = b""
-                conn.settimeout(60)
-                try:
-                    while chunk := conn.recv(1 << 20):
-                        received += chunk
-                except OSError as error:  # a reset after the answer
-                    print(f"receive ended: {error}")
-            elapsed = time.monotonic() - started
-            after = vm_hwm_kib(server.pid)
-            status = received.split(b"\r\n", 1)[0].decode(errors="replace")
-            print(f"request: {length} bytes; answer: {status!r}, {len(received)} bytes, {elapsed:.2f} s")
-            print(f"VmHWM before {before / 1024:.1f} MiB, after {after / 1024:.1f} MiB, "
-                  f"growth {(after - before) / 1024:.1f} MiB")
-            print(f"files left in UPLOADS_DIR: {os.listdir(uploads)}")
-        finally:
-            server.terminate()
-            server.wait()
+    with running(sys.argv[1]) as (server, port, uploads):
+        before = vm_hwm_kib(server.pid)
+        length = sum(len(part) for part in parts())
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            conn.sendall((f"POST /profile HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n"
+                          f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
+                          f"Content-Length: {length}\r\n\r\n").encode())
+            sent = 0
+            try:
+                for part in parts():
+                    conn.sendall(part)
+                    sent += len(part)
+            except OSError as error:  # the server answered and closed early
+                print(f"send stopped after {sent} of {length} bytes: {error}")
+            received = b""
+            conn.settimeout(60)
+            try:
+                while chunk := conn.recv(1 << 20):
+                    received += chunk
+            except OSError as error:  # a reset after the answer
+                print(f"receive ended: {error}")
+        elapsed = time.monotonic() - started
+        after = vm_hwm_kib(server.pid)
+        status = received.split(b"\r\n", 1)[0].decode(errors="replace")
+        print(f"request: {length} bytes; answer: {status!r}, {len(received)} bytes, {elapsed:.2f} s")
+        print(f"VmHWM before {before / 1024:.1f} MiB, after {after / 1024:.1f} MiB, "
+              f"growth {(after - before) / 1024:.1f} MiB")
+        print(f"files left in UPLOADS_DIR: {os.listdir(uploads)}")
 
 
 if __name__ == "__main__":

@@ -5,26 +5,14 @@ growth is VmHWM (from /proc/PID/status) after the request minus before.
 
 Usage: python3 bench/worst_requests_rss.py target/release/items-service
 """
-import os
 import socket
-import subprocess
 import sys
-import tempfile
-import time
+
+from service import running, vm_hwm_kib
 
 MAX_JSON = 102_400
 B = "XYZ"
 
-
-def vm_hwm_kib(pid):
-    with open(f"/proc/{pid}/status") as status:
-        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def fill_json(element):
@@ -58,32 +46,18 @@ CASES = [
 
 
 def run(binary, path, content_type, body):
-    port = free_port()
-    with tempfile.TemporaryDirectory() as uploads:
-        env = dict(os.environ, PORT=str(port), HOST="127.0.0.1", UPLOADS_DIR=uploads,
-                   RATE_LIMIT_MAX="0", RUST_LOG="warn")
-        server = subprocess.Popen([binary], env=env, stdout=subprocess.DEVNULL)
-        try:
-            for _ in range(100):
-                try:
-                    socket.create_connection(("127.0.0.1", port)).close()
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            before = vm_hwm_kib(server.pid)
-            with socket.create_connection(("127.0.0.1", port)) as conn:
-                conn.sendall((f"POST {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n"
-                              f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
-                             + body)
-                answer = b""
-                conn.settimeout(30)
-                while chunk := conn.recv(1 << 20):
-                    answer += chunk
-            after = vm_hwm_kib(server.pid)
-            return answer.split(b"\r\n", 1)[0].decode(), len(answer), (after - before) / 1024
-        finally:
-            server.terminate()
-            server.wait()
+    with running(binary) as (server, port, _uploads):
+        before = vm_hwm_kib(server.pid)
+        with socket.create_connection(("127.0.0.1", port)) as conn:
+            conn.sendall((f"POST {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n"
+                          f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+                         + body)
+            answer = b""
+            conn.settimeout(30)
+            while chunk := conn.recv(1 << 20):
+                answer += chunk
+        after = vm_hwm_kib(server.pid)
+        return answer.split(b"\r\n", 1)[0].decode(), len(answer), (after - before) / 1024
 
 
 def main():
