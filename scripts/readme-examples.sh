@@ -11,23 +11,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib/service.sh
 
 binary="$(cargo_binary)"
-work="$(mktemp -d)"
-port="$(free_port)"
-HOST=127.0.0.1 PORT="$port" UPLOADS_DIR="$work/uploads" RUST_LOG=warn \
-  "$binary" > "$work/service.log" 2>&1 &
-service=$!
-finish() {
-  local status=$?
-  kill "$service" 2>/dev/null || true
-  wait "$service" 2>/dev/null || true
-  if [[ $status -eq 0 ]]; then
-    rm -rf "$work"
-  else
-    echo "readme-examples.sh: failed; the service's log is kept in $work/service.log" >&2
-  fi
-}
-trap finish EXIT
-wait_for_service "http://127.0.0.1:$port/" "$service" "$work/service.log" 30
+start_service "$binary" 30
 
 # Turns the README's block into a script that runs each command as written
 # and then checks its outcome.

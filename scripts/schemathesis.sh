@@ -28,24 +28,7 @@ if [[ -z "$binary" || ! -x "$binary" ]]; then
   exit 1
 fi
 
-work="$(mktemp -d)"
-port="$(free_port)"
-HOST=127.0.0.1 PORT="$port" RATE_LIMIT_MAX=0 UPLOADS_DIR="$work/uploads" RUST_LOG=warn \
-  "$binary" > "$work/service.log" 2>&1 &
-service=$!
-finish() {
-  local status=$?
-  kill "$service" 2>/dev/null || true
-  wait "$service" 2>/dev/null || true
-  if [[ $status -eq 0 ]]; then
-    rm -rf "$work"
-  else
-    echo "schemathesis.sh: failed; the service's log is kept in $work/service.log" >&2
-  fi
-}
-trap finish EXIT
-
-wait_for_service "http://127.0.0.1:$port/" "$service" "$work/service.log" "$START_SECONDS"
+start_service "$binary" "$START_SECONDS" RATE_LIMIT_MAX=0
 
 if [[ ! -x "$VENV/bin/schemathesis" ]] || ! "$VENV/bin/schemathesis" --version | grep -q "$SCHEMATHESIS_VERSION"; then
   python3 -m venv "$VENV"

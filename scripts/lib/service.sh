@@ -38,3 +38,32 @@ wait_for_service() {
     sleep 0.1
   done
 }
+
+# `start_service BINARY SECONDS [NAME=VALUE…]`: starts BINARY on a free
+# loopback port with a temporary uploads directory and the extra settings,
+# logging to `$work/service.log`, and waits until it answers (or stops the
+# script with its log). Sets `work`, `port` and `service`. On exit the
+# service is stopped; the directory goes too after a success, and is kept,
+# its log's path printed, after a failure.
+start_service() {
+  local binary=$1 seconds=$2
+  shift 2
+  work="$(mktemp -d)"
+  port="$(free_port)"
+  env HOST=127.0.0.1 PORT="$port" UPLOADS_DIR="$work/uploads" RUST_LOG=warn "$@" \
+    "$binary" > "$work/service.log" 2>&1 &
+  service=$!
+  trap stop_service EXIT
+  wait_for_service "http://127.0.0.1:$port/" "$service" "$work/service.log" "$seconds"
+}
+
+stop_service() {
+  local status=$?
+  kill "$service" 2>/dev/null || true
+  wait "$service" 2>/dev/null || true
+  if [[ $status -eq 0 ]]; then
+    rm -rf "$work"
+  else
+    echo "$(basename "$0"): failed; the service's log is kept in $work/service.log" >&2
+  fi
+}
