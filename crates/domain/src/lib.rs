@@ -11,6 +11,7 @@
 //!   MUST return; the repository contract suite in the adapters crate tests
 //!   exactly that.
 
+pub mod defaults;
 pub mod entities;
 pub mod ports;
 pub mod rate_limit;
@@ -23,7 +24,10 @@ pub use ports::{
     HealthCheck, ItemRepository, ProductRepository, Replaced, RepositoryError, UserRepository,
 };
 pub use rate_limit::{Gcra, RateLimitStore, RateLimiter, Spent, Verdict};
-pub use uploads::{PendingUpload, StoredName, UploadService, UploadStore, UploadStoreError};
+pub use uploads::{
+    FileWriter, PendingUpload, StoredFile, StoredFiles, StoredName, TextField, TextWriter, Upload,
+    UploadError, UploadPolicy, UploadService, UploadSession, UploadStore, UploadStoreError,
+};
 pub use use_cases::{
     CreateError, GetItemError, ItemService, ProductService, ReplaceItemError, UserService,
 };

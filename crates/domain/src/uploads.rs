@@ -1,9 +1,19 @@
-//! Uploaded files: the store port and the rule that a request's files are
-//! kept all together or not at all (C5).
+//! Uploaded files (C4, C5): the store port, the policy each upload route
+//! applies, and the session that receives one request's parts under it and
+//! keeps its files all together or not at all.
+
+mod policy;
+mod session;
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
+
+pub use policy::UploadPolicy;
+pub use session::{
+    FileWriter, StoredFile, StoredFiles, TextField, TextWriter, Upload, UploadError, UploadSession,
+};
 
 /// A file's stored name: 32 lowercase hex characters chosen by the store,
 /// never derived from anything the client sent (C4).
@@ -74,10 +84,10 @@ pub trait UploadStore: Send + Sync {
     async fn remove(&self, name: &StoredName) -> Result<(), UploadStoreError>;
 }
 
-/// The use case of the upload routes.
+/// The use case of the upload routes: one [`UploadSession`] per request.
 #[derive(Clone)]
 pub struct UploadService {
-    store: std::sync::Arc<dyn UploadStore>,
+    store: Arc<dyn UploadStore>,
 }
 
 impl fmt::Debug for UploadService {
@@ -87,108 +97,26 @@ impl fmt::Debug for UploadService {
 }
 
 impl UploadService {
-    pub fn new(store: std::sync::Arc<dyn UploadStore>) -> Self {
+    pub fn new(store: Arc<dyn UploadStore>) -> Self {
         Self { store }
     }
 
-    pub async fn begin(&self) -> Result<Box<dyn PendingUpload>, UploadStoreError> {
-        self.store.begin().await
-    }
-
-    /// Commits every file of one request, in order, or none of them: when a
-    /// commit fails, the files committed before it are removed again and the
-    /// rest are dropped (which discards them) (C5).
-    pub async fn commit_all(
-        &self,
-        pending: Vec<Box<dyn PendingUpload>>,
-    ) -> Result<Vec<StoredName>, UploadStoreError> {
-        let mut committed = Vec::with_capacity(pending.len());
-        for upload in pending {
-            match upload.commit().await {
-                Ok(name) => committed.push(name),
-                Err(error) => {
-                    for name in &committed {
-                        // Best effort: the commit error is the one to report.
-                        let _ = self.store.remove(name).await;
-                    }
-                    return Err(error);
-                }
-            }
-        }
-        Ok(committed)
+    /// Starts receiving one request under `policy`.
+    pub fn session(&self, policy: UploadPolicy) -> UploadSession {
+        UploadSession::new(Arc::clone(&self.store), policy)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use mockall::predicate::eq;
-
     use super::*;
-
-    /// A hand-written pending upload: commits to `name`, or fails.
-    struct Fake(Option<&'static str>);
-
-    #[async_trait]
-    impl PendingUpload for Fake {
-        async fn write(&mut self, _: &[u8]) -> Result<(), UploadStoreError> {
-            Ok(())
-        }
-
-        async fn commit(self: Box<Self>) -> Result<StoredName, UploadStoreError> {
-            self.0
-                .and_then(|name| StoredName::new(name.to_owned()))
-                .ok_or_else(|| UploadStoreError("disk full".into()))
-        }
-    }
-
-    const A: &str = "0123456789abcdef0123456789abcdef";
-    const B: &str = "fedcba9876543210fedcba9876543210";
 
     #[test]
     fn stored_names_are_32_lowercase_hex_characters_c4() {
-        assert!(StoredName::new(A.to_owned()).is_some());
-        assert!(StoredName::new(A.to_uppercase()).is_none());
+        let name = "0123456789abcdef0123456789abcdef";
+        assert!(StoredName::new(name.to_owned()).is_some());
+        assert!(StoredName::new(name.to_uppercase()).is_none());
         assert!(StoredName::new("../../etc/passwd".to_owned()).is_none());
-        assert!(StoredName::new(A[..31].to_owned()).is_none());
-    }
-
-    #[tokio::test]
-    async fn commit_all_keeps_every_file_when_every_commit_succeeds_c5() {
-        let mut store = MockUploadStore::new();
-        store.expect_remove().never();
-        let service = UploadService::new(Arc::new(store));
-
-        let names = service
-            .commit_all(vec![Box::new(Fake(Some(A))), Box::new(Fake(Some(B)))])
-            .await
-            .unwrap();
-
-        assert_eq!(
-            names.iter().map(StoredName::as_str).collect::<Vec<_>>(),
-            [A, B]
-        );
-    }
-
-    #[tokio::test]
-    async fn commit_all_removes_the_committed_files_when_a_later_commit_fails_c5() {
-        let mut store = MockUploadStore::new();
-        store
-            .expect_remove()
-            .with(eq(StoredName::new(A.to_owned()).unwrap()))
-            .times(1)
-            .returning(|_| Ok(()));
-        let service = UploadService::new(Arc::new(store));
-
-        let result = service
-            .commit_all(vec![
-                Box::new(Fake(Some(A))),
-                Box::new(Fake(None)),
-                Box::new(Fake(Some(B))),
-            ])
-            .await;
-
-        assert!(result.is_err());
+        assert!(StoredName::new(name[..31].to_owned()).is_none());
     }
 }

@@ -60,6 +60,8 @@ pub struct Name(Arc<str>);
 
 impl Name {
     pub const MAX_CHARS: usize = 256;
+    /// The rule a refused name broke, also for a value that is not text at all.
+    pub const INVALID: InvalidValue = InvalidValue("must be a string of 1 to 256 characters");
 
     pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
         // `chars().count()` counts scalar values; the byte length bounds it
@@ -69,7 +71,7 @@ impl Name {
         if valid {
             Ok(Self(Arc::from(raw)))
         } else {
-            Err(InvalidValue("must be a string of 1 to 256 characters"))
+            Err(Self::INVALID)
         }
     }
 
@@ -95,12 +97,15 @@ impl fmt::Display for Name {
 pub struct Price(f64);
 
 impl Price {
+    /// The rule a refused price broke, also for a value that is not a number.
+    pub const INVALID: InvalidValue = InvalidValue("must be a finite number >= 0");
+
     pub fn new(value: f64) -> Result<Self, InvalidValue> {
         if value.is_finite() && value >= 0.0 {
             // `-0.0 >= 0.0` holds; store it as `0` so it is never echoed as `-0`.
             Ok(Self(value + 0.0))
         } else {
-            Err(InvalidValue("must be a finite number >= 0"))
+            Err(Self::INVALID)
         }
     }
 
@@ -115,12 +120,38 @@ pub struct PageLimit(u16);
 
 impl PageLimit {
     pub const MAX: u16 = 1000;
+    /// The rule a refused limit broke.
+    pub const INVALID: InvalidValue = InvalidValue("must be an integer from 1 to 1000");
 
     pub fn new(value: u64) -> Result<Self, InvalidValue> {
         match u16::try_from(value) {
             Ok(v) if (1..=Self::MAX).contains(&v) => Ok(Self(v)),
-            _ => Err(InvalidValue("must be an integer from 1 to 1000")),
+            _ => Err(Self::INVALID),
         }
+    }
+
+    /// Parses a `limit` query value (C10): ASCII digits only, from 1 to
+    /// 1000. A sign, spaces, a fraction or an empty value are refused —
+    /// `u64::from_str` alone would accept `+5`.
+    ///
+    /// ```
+    /// use items_domain::PageLimit;
+    ///
+    /// assert_eq!(PageLimit::parse("50").map(PageLimit::get), Ok(50));
+    /// assert_eq!(PageLimit::parse("0010").map(PageLimit::get), Ok(10));
+    /// for refused in ["0", "1001", "+5", "-1", "1.5", " 7", ""] {
+    ///     let rule = PageLimit::parse(refused).unwrap_err();
+    ///     assert_eq!(rule.message(), "must be an integer from 1 to 1000");
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    /// [`PageLimit::INVALID`] for anything else.
+    pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
+        if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Self::INVALID);
+        }
+        raw.parse().map_err(|_| Self::INVALID).and_then(Self::new)
     }
 
     pub fn get(self) -> usize {
@@ -191,5 +222,28 @@ mod tests {
         assert!(PageLimit::new(0).is_err());
         assert!(PageLimit::new(1001).is_err());
         assert!(PageLimit::new(u64::MAX).is_err());
+    }
+
+    #[test]
+    fn page_limits_parse_from_digits_only_c10() {
+        assert_eq!(PageLimit::parse("1"), PageLimit::new(1));
+        assert_eq!(PageLimit::parse("1000"), PageLimit::new(1000));
+        assert_eq!(PageLimit::parse("007"), PageLimit::new(7));
+        for raw in [
+            "",
+            "0",
+            "1001",
+            "+5",
+            "-1",
+            "1.5",
+            " 7",
+            "7 ",
+            "1e2",
+            "0x10",
+            "abc",
+            "99999999999999999999999",
+        ] {
+            assert_eq!(PageLimit::parse(raw), Err(PageLimit::INVALID), "{raw:?}");
+        }
     }
 }

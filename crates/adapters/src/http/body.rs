@@ -15,11 +15,13 @@ use actix_web::web::{Bytes, BytesMut};
 use actix_web::{FromRequest, HttpRequest};
 use futures_util::StreamExt;
 use futures_util::future::LocalBoxFuture;
+use items_domain::defaults;
 use serde::de::DeserializeOwned;
 
 use super::problem::ApiError;
 
-/// Limits on request bodies, shared by every worker as app data.
+/// Limits on request bodies, from the service's configuration (C1); the
+/// server registers them as app data for every route.
 #[derive(Debug, Clone, Copy)]
 pub struct BodyLimits {
     /// Largest JSON or form body, in bytes (`MAX_JSON_BYTES`).
@@ -29,6 +31,16 @@ pub struct BodyLimits {
     /// without this a client could hold a connection open forever by
     /// trickling bytes.
     pub read_timeout: Duration,
+}
+
+impl Default for BodyLimits {
+    fn default() -> Self {
+        Self {
+            // 100 KiB fits in any `usize`.
+            max_bytes: defaults::MAX_JSON_BYTES as usize,
+            read_timeout: defaults::BODY_READ_TIMEOUT,
+        }
+    }
 }
 
 /// Whether the request's `Content-Type` has this essence (type/subtype,
@@ -82,16 +94,6 @@ fn declared_length(request: &HttpRequest) -> Option<u64> {
         .and_then(|value| value.parse().ok())
 }
 
-fn body_limits(request: &HttpRequest) -> BodyLimits {
-    request
-        .app_data::<BodyLimits>()
-        .copied()
-        .unwrap_or(BodyLimits {
-            max_bytes: 100 * 1024,
-            read_timeout: Duration::from_secs(30),
-        })
-}
-
 /// A JSON object body deserialised into `T` (C3): 415 unless the content
 /// type is `application/json`, 413 over the limit, 400 when the body is not
 /// JSON or not an object. Unknown fields are ignored by `T`'s `Deserialize`.
@@ -118,12 +120,15 @@ pub(crate) fn read_typed(
 ) -> impl Future<Output = Result<Bytes, ApiError>> + 'static {
     let expected = has_media_type(request, essence);
     let length = declared_length(request);
-    let limits = body_limits(request);
+    let limits = request.app_data::<BodyLimits>().copied();
     let payload = payload.take();
     async move {
         if !expected {
             return Err(ApiError::UnsupportedMediaType { expected: essence });
         }
+        // The server registers the limits with every route; a missing one
+        // is a wiring bug to report, never a reason to assume a limit.
+        let limits = limits.ok_or_else(|| ApiError::internal("no BodyLimits app data"))?;
         read_limited(length, payload, limits).await
     }
 }

@@ -24,10 +24,7 @@ pub(crate) fn name(value: Option<Value>) -> Result<Name, FieldError> {
         Some(Value::String(raw)) => {
             Name::parse(&raw).map_err(|rule| refused(Some(Value::String(raw)), rule.message()))
         }
-        Some(other) => Err(refused(
-            Some(other),
-            "must be a string of 1 to 256 characters",
-        )),
+        Some(other) => Err(refused(Some(other), Name::INVALID.message())),
         None => Err(refused(None, "is required")),
     }
 }
@@ -43,10 +40,10 @@ pub(crate) fn price(value: Option<Value>) -> Result<Price, FieldError> {
             Some(Err(rule)) => Err(refused(Some(Value::Number(number)), rule.message())),
             None => Err(refused(
                 Some(Value::Number(number)),
-                "must be a finite number >= 0",
+                Price::INVALID.message(),
             )),
         },
-        Some(other) => Err(refused(Some(other), "must be a finite number >= 0")),
+        Some(other) => Err(refused(Some(other), Price::INVALID.message())),
         None => Err(refused(None, "is required")),
     }
 }

@@ -109,9 +109,7 @@ impl ListParams {
                 Some(format!("{path} must be given at most once"))
             } else {
                 seen.push(path);
-                set_parameter(&mut query, path, &value)
-                    .err()
-                    .map(str::to_owned)
+                set_parameter(&mut query, path, &value).err()
             };
             if let Some(msg) = refusal {
                 errors.push(FieldError::new(
@@ -146,9 +144,11 @@ impl ListParams {
 }
 
 /// Reads one known query parameter into `query`, or says which rule it broke.
-fn set_parameter(query: &mut ItemQuery, path: &str, raw: &str) -> Result<(), &'static str> {
+fn set_parameter(query: &mut ItemQuery, path: &str, raw: &str) -> Result<(), String> {
     match path {
-        "limit" => query.limit = Some(parse_limit(raw)?),
+        "limit" => {
+            query.limit = Some(PageLimit::parse(raw).map_err(|rule| format!("limit {rule}"))?)
+        }
         "after" => {
             query.after =
                 Some(Id::parse(raw).ok_or("after must be an item id (a base-10 integer)")?)
@@ -156,17 +156,6 @@ fn set_parameter(query: &mut ItemQuery, path: &str, raw: &str) -> Result<(), &'s
         _ => query.name = Some(Name::parse(raw).map_err(|_| "name must be 1 to 256 characters")?),
     }
     Ok(())
-}
-
-fn parse_limit(raw: &str) -> Result<PageLimit, &'static str> {
-    const RULE: &str = "limit must be an integer from 1 to 1000";
-    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(RULE);
-    }
-    raw.parse()
-        .ok()
-        .and_then(|value| PageLimit::new(value).ok())
-        .ok_or(RULE)
 }
 
 /// `GET /items`: every item in id order, or one page of them (C10). Always

@@ -14,6 +14,7 @@ mod cors;
 mod fields;
 mod items;
 pub mod metrics;
+mod multipart;
 pub mod openapi;
 pub mod problem;
 mod products;

@@ -22,7 +22,7 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{HttpResponse, ResponseError};
-use items_domain::{Gcra, RateLimiter, Verdict};
+use items_domain::{Gcra, RateLimiter, Verdict, defaults};
 
 use super::metrics::RATE_LIMIT_REFUSALS;
 use super::problem::ApiError;
@@ -37,6 +37,16 @@ pub struct RateLimitSettings {
     /// the address that many entries from the right of `X-Forwarded-For`
     /// (or `Forwarded: for=`); `0` keys on the peer address.
     pub trust_proxy: u32,
+}
+
+impl Default for RateLimitSettings {
+    fn default() -> Self {
+        Self {
+            max: NonZeroU32::new(defaults::RATE_LIMIT_MAX),
+            window: Duration::from_millis(defaults::RATE_LIMIT_WINDOW_MS),
+            trust_proxy: defaults::TRUST_PROXY,
+        }
+    }
 }
 
 /// What the headers announce: the budget, the window and the refill period.

@@ -18,7 +18,7 @@ use super::cors::{cors, preflight_status};
 use super::metrics::{RequestMetrics, record_request};
 use super::rate_limit::{Limiter, RateLimitSettings, limit_rate};
 use super::routes;
-use super::uploads::UploadLimits;
+use super::uploads::{UploadLimits, Uploads};
 use super::{HttpSettings, Services};
 
 /// How long a client may take to send its request head, and how long an
@@ -58,8 +58,7 @@ impl HttpServer {
         let items = web::Data::new(services.items);
         let products = web::Data::new(services.products);
         let users = web::Data::new(services.users);
-        let uploads = web::Data::new(services.uploads);
-        let upload_limits = settings.upload_limits;
+        let uploads = web::Data::new(Uploads::new(services.uploads, settings.upload_limits));
         let body_limits = settings.body_limits;
         // One limiter for all workers, so a client's budget is per process
         // (or per fleet, over Redis), not per worker thread.
@@ -76,7 +75,6 @@ impl HttpServer {
                 .app_data(users.clone())
                 .app_data(uploads.clone())
                 .app_data(body_limits)
-                .app_data(upload_limits)
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
                 .wrap(from_fn({
@@ -128,23 +126,14 @@ impl HttpServer {
     }
 }
 
+/// The service's defaults (C1), one worker per core.
 impl Default for HttpSettings {
     fn default() -> Self {
         Self {
-            body_limits: BodyLimits {
-                max_bytes: 102_400,
-                read_timeout: Duration::from_secs(30),
-            },
+            body_limits: BodyLimits::default(),
             workers: std::thread::available_parallelism().map_or(1, usize::from),
-            upload_limits: UploadLimits {
-                max_file_bytes: 10_485_760,
-                idle_timeout: Duration::from_secs(30),
-            },
-            rate_limit: RateLimitSettings {
-                max: std::num::NonZeroU32::new(100),
-                window: Duration::from_millis(900_000),
-                trust_proxy: 0,
-            },
+            upload_limits: UploadLimits::default(),
+            rate_limit: RateLimitSettings::default(),
         }
     }
 }

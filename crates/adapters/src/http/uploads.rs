@@ -1,33 +1,26 @@
-//! `POST /profile` and `POST /photos/upload`: multipart uploads streamed to
-//! the upload store (spec §4, C4, C5).
+//! `POST /profile` and `POST /photos/upload`: the handlers, their response
+//! bodies and the HTTP status of each upload error (spec §4, C4, C5).
 //!
-//! Read with actix-multipart's low-level `Multipart` stream rather than its
-//! `MultipartForm` derive: the derive fixes limits at compile time, shares
-//! one limit among all files of a field, has no cap on the number of files
-//! and cannot echo text fields it does not know. Here each file is checked
-//! as it arrives — wrong field or one file too many is refused before a byte
-//! of it is stored, a file over `MAX_FILE_BYTES` the moment it grows past it —
-//! and written chunk by chunk, so memory stays flat whatever the size.
-//! Files become visible under their final names only after the whole request
-//! was read and found valid; any failure drops the pending files, which
-//! deletes them.
+//! The rules — which field, how many files, how large, the text bounds, all
+//! or nothing — are the domain's [`UploadPolicy`] and [`UploadSession`]
+//! (`items_domain::uploads`); the body is streamed into the session by
+//! [`multipart`](super::multipart).
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use actix_multipart::{Field, Multipart, MultipartError};
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, web};
-use futures_util::StreamExt;
-use items_domain::{PendingUpload, UploadService, UploadStoreError};
+use items_domain::{
+    StoredFile, TextField, Upload, UploadError, UploadPolicy, UploadService, defaults,
+};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::body::has_media_type;
+use super::multipart;
 use super::problem::ApiError;
 use super::respond;
 
-/// Limits on uploads, shared by every worker as app data.
+/// Limits on uploads, from the service's configuration (C1).
 #[derive(Debug, Clone, Copy)]
 pub struct UploadLimits {
     /// Largest single file (`MAX_FILE_BYTES`).
@@ -37,54 +30,44 @@ pub struct UploadLimits {
     pub idle_timeout: Duration,
 }
 
-/// Text fields are echoed, so they are held in memory: bounded per value and
-/// for the whole request, whatever their names (C5). A repeated name must not
-/// escape the bounds, so they count values and bytes, never distinct names.
-const MAX_TEXT_VALUE_BYTES: usize = 64 * 1024;
-const MAX_TEXT_BYTES: usize = 1024 * 1024;
-/// Parts of any kind (files and text) in one request (C5): each part costs a
-/// little memory and parsing even when empty.
-const MAX_PARTS: usize = 1000;
-/// After refusing a request early, read at most this much more of its body
-/// (for at most `DRAIN_TIME`) so the client gets to read the answer instead
-/// of a connection reset; beyond that the connection is simply closed.
-const DRAIN_BYTES: u64 = 64 * 1024 * 1024;
-const DRAIN_TIME: Duration = Duration::from_secs(5);
-
-/// The multipart stream, never polled again once it has ended or failed:
-/// actix-multipart panics when polled after finishing, and a request must
-/// not be able to reach a panic.
-struct Parts {
-    stream: Multipart,
-    finished: bool,
-}
-
-impl Parts {
-    async fn next(&mut self) -> Option<Result<Field, MultipartError>> {
-        if self.finished {
-            return None;
+impl Default for UploadLimits {
+    fn default() -> Self {
+        Self {
+            max_file_bytes: defaults::MAX_FILE_BYTES,
+            idle_timeout: defaults::UPLOAD_IDLE_TIMEOUT,
         }
-        let next = self.stream.next().await;
-        self.finished = !matches!(next, Some(Ok(_)));
-        next
     }
 }
 
-/// Which field holds the files of a route, and how many it may hold.
-#[derive(Debug, Clone, Copy)]
-struct FileRule {
-    field: &'static str,
-    max_files: usize,
+/// The upload routes' use case and limits, shared by every worker as one
+/// piece of app data: a handler that has the service has its limits too, so
+/// no limit can be missing and none is ever assumed.
+#[derive(Debug)]
+pub(crate) struct Uploads {
+    service: UploadService,
+    limits: UploadLimits,
 }
 
-const AVATAR: FileRule = FileRule {
-    field: "avatar",
-    max_files: 1,
-};
-const PHOTOS: FileRule = FileRule {
-    field: "photos",
-    max_files: 12,
-};
+impl Uploads {
+    pub(crate) fn new(service: UploadService, limits: UploadLimits) -> Self {
+        Self { service, limits }
+    }
+
+    /// Receives one request under the route's policy, built with the
+    /// configured largest file.
+    async fn receive(
+        &self,
+        policy: fn(u64) -> UploadPolicy,
+        request: &HttpRequest,
+        payload: web::Payload,
+    ) -> Result<Upload, ApiError> {
+        let session = self.service.session(policy(self.limits.max_file_bytes));
+        let upload =
+            multipart::receive(session, request, payload, self.limits.idle_timeout).await?;
+        super::metrics::count_uploaded_bytes(upload.files.total_bytes());
+        Ok(upload)
+    }
+}
 
 /// A stored file as multer describes it (C4): the names a client of the
 /// original Express service already reads.
@@ -97,16 +80,16 @@ struct FileDto {
     size: u64,
 }
 
-/// A file received but not yet committed.
-struct Received {
-    file: FileDto,
-    pending: Box<dyn PendingUpload>,
-}
-
-/// Everything a valid request carried.
-struct Form {
-    files: Vec<Received>,
-    fields: Map<String, Value>,
+impl From<StoredFile> for FileDto {
+    fn from(file: StoredFile) -> Self {
+        Self {
+            fieldname: file.field.to_owned(),
+            originalname: file.original_name,
+            mimetype: file.media_type,
+            filename: file.name.to_string(),
+            size: file.size,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -138,15 +121,19 @@ struct PhotosDto {
     )
 )]
 pub(crate) async fn profile(
-    service: web::Data<UploadService>,
+    uploads: web::Data<Uploads>,
     request: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let (mut files, fields) = store(&service, &request, payload, AVATAR).await?;
-    let file = files
-        .pop()
-        .ok_or_else(|| ApiError::internal("a checked form lost its file"))?;
-    respond::json(StatusCode::CREATED, &ProfileDto { file, fields })
+    let upload = uploads
+        .receive(UploadPolicy::avatar, &request, payload)
+        .await?;
+    // The avatar policy takes one file: `files.more` is empty.
+    let body = ProfileDto {
+        file: upload.files.first.into(),
+        fields: echo(upload.fields),
+    };
+    respond::json(StatusCode::CREATED, &body)
 }
 
 /// `POST /photos/upload`: 1 to 12 files in `photos` (C5).
@@ -166,196 +153,45 @@ pub(crate) async fn profile(
     )
 )]
 pub(crate) async fn photos(
-    service: web::Data<UploadService>,
+    uploads: web::Data<Uploads>,
     request: HttpRequest,
     payload: web::Payload,
 ) -> Result<HttpResponse, ApiError> {
-    let (files, fields) = store(&service, &request, payload, PHOTOS).await?;
-    respond::json(StatusCode::CREATED, &PhotosDto { files, fields })
-}
-
-/// Receives the whole form, then commits its files all together (or none).
-async fn store(
-    service: &UploadService,
-    request: &HttpRequest,
-    payload: web::Payload,
-    rule: FileRule,
-) -> Result<(Vec<FileDto>, Map<String, Value>), ApiError> {
-    if !has_media_type(request, "multipart/form-data") {
-        return Err(ApiError::UnsupportedMediaType {
-            expected: "multipart/form-data",
-        });
-    }
-    let limits = request
-        .app_data::<UploadLimits>()
-        .copied()
-        .unwrap_or(UploadLimits {
-            max_file_bytes: 10 * 1024 * 1024,
-            idle_timeout: Duration::from_secs(30),
-        });
-    let mut parts = Parts {
-        stream: Multipart::new(request.headers(), payload),
-        finished: false,
+    let upload = uploads
+        .receive(UploadPolicy::photos, &request, payload)
+        .await?;
+    let body = PhotosDto {
+        files: upload.files.into_iter().map(FileDto::from).collect(),
+        fields: echo(upload.fields),
     };
-    let form = match receive(service, &mut parts, rule, limits).await {
-        Ok(form) => form,
-        Err(error) => {
-            drain(&mut parts).await;
-            return Err(error);
-        }
-    };
-    let (dtos, pending): (Vec<FileDto>, Vec<_>) = form
-        .files
-        .into_iter()
-        .map(|received| (received.file, received.pending))
-        .unzip();
-    let names = service.commit_all(pending).await.map_err(store_failed)?;
-    super::metrics::count_uploaded_bytes(dtos.iter().map(|file| file.size).sum());
-    let files = dtos.into_iter().zip(names).map(|(file, name)| FileDto {
-        filename: name.to_string(),
-        ..file
-    });
-    Ok((files.collect(), form.fields))
+    respond::json(StatusCode::CREATED, &body)
 }
 
-/// Reads every part. Returning early drops the pending files (deleting them).
-async fn receive(
-    service: &UploadService,
-    parts: &mut Parts,
-    rule: FileRule,
-    limits: UploadLimits,
-) -> Result<Form, ApiError> {
-    let mut form = Form {
-        files: Vec::new(),
-        fields: Map::new(),
-    };
-    let mut budget = TextBudget::default();
-    while let Some(field) = within(limits.idle_timeout, parts.next()).await? {
-        let mut field = field.map_err(malformed)?;
-        budget.count_part()?;
-        let name = field.name().unwrap_or_default().to_owned();
-        match field
-            .content_disposition()
-            .and_then(|disposition| disposition.get_filename())
-        {
-            Some(original) => {
-                let original = original.to_owned();
-                if name != rule.field {
-                    return Err(ApiError::bad_request(format!(
-                        "A file was sent in field `{name}`; this route takes files only in `{}`.",
-                        rule.field
-                    )));
-                }
-                if form.files.len() == rule.max_files {
-                    return Err(ApiError::bad_request(format!(
-                        "At most {} file(s) may be sent in `{}`.",
-                        rule.max_files, rule.field
-                    )));
-                }
-                let received = receive_file(service, &mut field, name, original, limits).await?;
-                form.files.push(received);
-            }
-            None => {
-                let text = receive_text(&mut field, &mut budget, limits).await?;
-                add_text_field(&mut form.fields, name, text);
-            }
+impl From<UploadError> for ApiError {
+    fn from(error: UploadError) -> Self {
+        match error {
+            UploadError::UnexpectedFileField { .. }
+            | UploadError::TooManyFiles { .. }
+            | UploadError::MissingFile { .. } => Self::bad_request(error.to_string()),
+            UploadError::FileTooLarge { .. }
+            | UploadError::TextValueTooLarge { .. }
+            | UploadError::TextTooLarge { .. }
+            | UploadError::TooManyParts { .. } => Self::PayloadTooLarge {
+                detail: error.to_string(),
+            },
+            UploadError::Store(cause) => Self::internal(cause),
         }
-    }
-    if form.files.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "A file is required in field `{}`.",
-            rule.field
-        )));
-    }
-    Ok(form)
-}
-
-async fn receive_file(
-    service: &UploadService,
-    field: &mut Field,
-    fieldname: String,
-    originalname: String,
-    limits: UploadLimits,
-) -> Result<Received, ApiError> {
-    let mimetype = field.content_type().map_or_else(
-        || "application/octet-stream".to_owned(),
-        ToString::to_string,
-    );
-    let mut pending = service.begin().await.map_err(store_failed)?;
-    let mut size: u64 = 0;
-    while let Some(chunk) = within(limits.idle_timeout, field.next()).await? {
-        let chunk = chunk.map_err(malformed)?;
-        size += chunk.len() as u64;
-        if size > limits.max_file_bytes {
-            return Err(ApiError::PayloadTooLarge {
-                detail: format!("A file must not exceed {} bytes.", limits.max_file_bytes),
-            });
-        }
-        pending.write(&chunk).await.map_err(store_failed)?;
-    }
-    let file = FileDto {
-        fieldname,
-        originalname,
-        mimetype,
-        filename: String::new(),
-        size,
-    };
-    Ok(Received { file, pending })
-}
-
-/// What one request has spent of the part and text bounds (C5).
-#[derive(Debug, Default)]
-struct TextBudget {
-    parts: usize,
-    text_bytes: usize,
-}
-
-impl TextBudget {
-    /// Counts one more part, refusing the 1001st.
-    fn count_part(&mut self) -> Result<(), ApiError> {
-        self.parts += 1;
-        if self.parts > MAX_PARTS {
-            return Err(ApiError::PayloadTooLarge {
-                detail: format!("A form must not have more than {MAX_PARTS} parts."),
-            });
-        }
-        Ok(())
-    }
-
-    /// Accounts for `more` bytes of a text value that already holds `held`,
-    /// before they are kept.
-    fn spend(&mut self, held: usize, more: usize) -> Result<(), ApiError> {
-        if held + more > MAX_TEXT_VALUE_BYTES {
-            return Err(ApiError::PayloadTooLarge {
-                detail: format!("A text field must not exceed {MAX_TEXT_VALUE_BYTES} bytes."),
-            });
-        }
-        if self.text_bytes + more > MAX_TEXT_BYTES {
-            return Err(ApiError::PayloadTooLarge {
-                detail: format!(
-                    "The text fields of a form must not exceed {MAX_TEXT_BYTES} bytes together."
-                ),
-            });
-        }
-        self.text_bytes += more;
-        Ok(())
     }
 }
 
-async fn receive_text(
-    field: &mut Field,
-    budget: &mut TextBudget,
-    limits: UploadLimits,
-) -> Result<String, ApiError> {
-    let mut bytes = Vec::new();
-    while let Some(chunk) = within(limits.idle_timeout, field.next()).await? {
-        let chunk = chunk.map_err(malformed)?;
-        budget.spend(bytes.len(), chunk.len())?;
-        bytes.extend_from_slice(&chunk);
+/// The text fields as multer echoes them: a name sent once maps to its
+/// value, a repeated name to an array of its values.
+fn echo(fields: Vec<TextField>) -> Map<String, Value> {
+    let mut echoed = Map::new();
+    for field in fields {
+        add_text_field(&mut echoed, field.name, field.value);
     }
-    // Echoed as JSON, which must be UTF-8: invalid bytes become U+FFFD rather
-    // than failing an upload whose files are fine.
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    echoed
 }
 
 /// A repeated text field becomes an array of its values, as multer does.
@@ -370,52 +206,6 @@ fn add_text_field(fields: &mut Map<String, Value>, name: String, text: String) {
             fields.insert(name, Value::Array(vec![first, Value::String(text)]));
         }
     }
-}
-
-/// The next item of a body stream, or 408 when the client stays silent too long.
-async fn within<T>(idle: Duration, next: impl Future<Output = T>) -> Result<T, ApiError> {
-    tokio::time::timeout(idle, next)
-        .await
-        .map_err(|_| ApiError::RequestTimeout)
-}
-
-/// Reads and discards what is left of a refused body, within bounds.
-async fn drain(parts: &mut Parts) {
-    let started = Instant::now();
-    let mut drained: u64 = 0;
-    let deadline = started + DRAIN_TIME;
-    while drained < DRAIN_BYTES {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let Ok(Some(Ok(mut field))) = tokio::time::timeout(remaining, parts.next()).await else {
-            return;
-        };
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(remaining, field.next()).await {
-                Ok(Some(Ok(chunk))) => drained += chunk.len() as u64,
-                Ok(None) => break,
-                _ => return,
-            }
-            if drained >= DRAIN_BYTES {
-                return;
-            }
-        }
-    }
-}
-
-fn malformed(error: MultipartError) -> ApiError {
-    match error {
-        MultipartError::ContentTypeIncompatible | MultipartError::ContentTypeMissing => {
-            ApiError::UnsupportedMediaType {
-                expected: "multipart/form-data",
-            }
-        }
-        other => ApiError::bad_request(format!("The multipart body is malformed: {other}")),
-    }
-}
-
-fn store_failed(error: UploadStoreError) -> ApiError {
-    ApiError::internal(error)
 }
 
 #[cfg(test)]
