@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Parser, Subcommand, ValueEnum};
+use items_domain::defaults;
 
 /// A JSON-over-HTTP service for items, products and users. Every setting is
 /// a flag or an environment variable; the flag wins.
@@ -17,11 +18,11 @@ pub struct Config {
     pub command: Option<Command>,
 
     /// TCP port to listen on.
-    #[arg(long, env = "PORT", default_value_t = 3000)]
+    #[arg(long, env = "PORT", default_value_t = defaults::PORT)]
     pub port: u16,
 
     /// Address to bind (an IP address, or `localhost`).
-    #[arg(long, env = "HOST", default_value = "0.0.0.0", value_parser = parse_host)]
+    #[arg(long, env = "HOST", default_value_t = defaults::HOST, value_parser = parse_host)]
     pub host: IpAddr,
 
     /// PostgreSQL URL (`postgres://…`); unset keeps everything in memory.
@@ -29,22 +30,22 @@ pub struct Config {
     pub database_url: Option<String>,
 
     /// Directory where uploads are stored; created at start if missing.
-    #[arg(long, env = "UPLOADS_DIR", default_value = "uploads")]
+    #[arg(long, env = "UPLOADS_DIR", default_value = defaults::UPLOADS_DIR)]
     pub uploads_dir: PathBuf,
 
     /// Requests per client per window; 0 turns rate limiting off.
-    #[arg(long, env = "RATE_LIMIT_MAX", default_value_t = 100)]
+    #[arg(long, env = "RATE_LIMIT_MAX", default_value_t = defaults::RATE_LIMIT_MAX)]
     pub rate_limit_max: u32,
 
     /// The rate-limit window in milliseconds.
-    #[arg(long, env = "RATE_LIMIT_WINDOW_MS", default_value_t = 900_000,
+    #[arg(long, env = "RATE_LIMIT_WINDOW_MS", default_value_t = defaults::RATE_LIMIT_WINDOW_MS,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub rate_limit_window_ms: u64,
 
     /// How many proxies of yours stand in front: `false`/`0` none, `true` =
     /// 1, or a number N; the client is then the Nth address from the right of
     /// `X-Forwarded-For` (or `Forwarded: for=`).
-    #[arg(long, env = "TRUST_PROXY", default_value = "false", num_args = 0..=1,
+    #[arg(long, env = "TRUST_PROXY", default_value_t = defaults::TRUST_PROXY, num_args = 0..=1,
           default_missing_value = "true", value_parser = parse_trust_proxy)]
     pub trust_proxy: u32,
 
@@ -54,17 +55,17 @@ pub struct Config {
     pub redis_url: Option<String>,
 
     /// Largest single uploaded file, in bytes.
-    #[arg(long, env = "MAX_FILE_BYTES", default_value_t = 10_485_760,
+    #[arg(long, env = "MAX_FILE_BYTES", default_value_t = defaults::MAX_FILE_BYTES,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_file_bytes: u64,
 
     /// Largest JSON or form body, in bytes.
-    #[arg(long, env = "MAX_JSON_BYTES", default_value_t = 102_400,
+    #[arg(long, env = "MAX_JSON_BYTES", default_value_t = defaults::MAX_JSON_BYTES,
           value_parser = clap::value_parser!(u64).range(1..=1_073_741_824))]
     pub max_json_bytes: u64,
 
     /// PostgreSQL connections per instance (1–1000).
-    #[arg(long, env = "DATABASE_POOL_SIZE", default_value_t = 10,
+    #[arg(long, env = "DATABASE_POOL_SIZE", default_value_t = defaults::DATABASE_POOL_SIZE,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub database_pool_size: u32,
 
@@ -76,12 +77,12 @@ pub struct Config {
     /// With an admin listener: how long, after SIGINT/SIGTERM, `/readyz`
     /// answers 503 while requests are still served, so a load balancer
     /// stops sending before the server drains.
-    #[arg(long, env = "SHUTDOWN_DRAIN_MS", default_value_t = 5000,
+    #[arg(long, env = "SHUTDOWN_DRAIN_MS", default_value_t = defaults::SHUTDOWN_DRAIN_MS,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub shutdown_drain_ms: u64,
 
     /// Log format: one line per request; the level comes from `RUST_LOG`.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value = defaults::LOG_FORMAT)]
     pub log_format: LogFormat,
 }
 
