@@ -9,7 +9,7 @@
 //! so [`DiskUploadStore::open`] sweeps leftover temporary files at start.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use async_trait::async_trait;
 use items_domain::{PendingUpload, StoredName, UploadStore, UploadStoreError};
@@ -44,10 +44,6 @@ impl DiskUploadStore {
             }
         }
         Ok(Self { directory })
-    }
-
-    pub fn directory(&self) -> &Path {
-        &self.directory
     }
 }
 
@@ -141,6 +137,8 @@ impl Drop for DiskPendingUpload {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     fn listing(directory: &Path) -> Vec<String> {
