@@ -166,6 +166,22 @@ fn add_text(session: &mut UploadSession, name: &str, bytes: &[u8]) -> Result<(),
     session.text(name.to_owned())?.write(bytes)
 }
 
+/// Asserts that `result` is the refusal `pattern`.
+macro_rules! assert_refused {
+    ($result:expr, $pattern:pat $(if $guard:expr)?) => {
+        let result = $result;
+        assert!(matches!(result, Err($pattern) $(if $guard)?), "{result:?}");
+    };
+}
+
+/// Ends a refused request as the HTTP adapter does, by dropping its
+/// session, and checks that the store holds nothing of it (C5).
+fn abandon(session: UploadSession, ledger: &Shared) {
+    drop(session);
+    let ledger = ledger.lock().unwrap();
+    assert!(ledger.nothing_kept(), "{ledger:?}");
+}
+
 #[tokio::test]
 async fn an_avatar_is_kept_with_its_bytes_and_the_text_fields_in_order_c5() {
     let (mut session, ledger) = session(AVATAR);
@@ -227,12 +243,9 @@ async fn a_file_in_another_field_is_refused_before_the_store_begins_it_c5() {
 
     let refused = add_file(&mut session, "photo", b"x").await;
 
-    assert!(
-        matches!(
-            &refused,
-            Err(UploadError::UnexpectedFileField { field, expected: "avatar" }) if field == "photo"
-        ),
-        "{refused:?}"
+    assert_refused!(
+        &refused,
+        UploadError::UnexpectedFileField { field, expected: "avatar" } if field == "photo"
     );
 }
 
@@ -243,23 +256,19 @@ async fn a_second_avatar_is_refused_before_the_store_begins_it_and_the_first_goe
 
     let refused = add_file(&mut session, "avatar", b"second").await;
 
-    assert!(
-        matches!(
-            refused,
-            Err(UploadError::TooManyFiles {
-                field: "avatar",
-                max: 1
-            })
-        ),
-        "{refused:?}"
+    assert_refused!(
+        refused,
+        UploadError::TooManyFiles {
+            field: "avatar",
+            max: 1
+        }
     );
     assert_eq!(
         ledger.lock().unwrap().0.len(),
         1,
         "the second was never begun"
     );
-    drop(session);
-    assert!(ledger.lock().unwrap().nothing_kept());
+    abandon(session, &ledger);
 }
 
 #[tokio::test]
@@ -271,14 +280,13 @@ async fn a_thirteenth_photo_is_refused_and_the_twelve_before_it_go_c5() {
 
     let refused = add_file(&mut session, "photos", b"p").await;
 
-    assert!(
-        matches!(refused, Err(UploadError::TooManyFiles { max: 12, .. })),
-        "{refused:?}"
+    assert_refused!(refused, UploadError::TooManyFiles { max: 12, .. });
+    assert_eq!(
+        ledger.lock().unwrap().0.len(),
+        12,
+        "the 13th was never begun"
     );
-    drop(session);
-    let ledger = ledger.lock().unwrap();
-    assert_eq!(ledger.0.len(), 12);
-    assert!(ledger.nothing_kept());
+    abandon(session, &ledger);
 }
 
 #[tokio::test]
@@ -289,9 +297,9 @@ async fn a_request_without_a_file_is_refused_c5() {
 
         let refused = session.finish().await;
 
-        assert!(
-            matches!(refused, Err(UploadError::MissingFile { field }) if field == policy.file_field()),
-            "{refused:?}"
+        assert_refused!(
+            refused,
+            UploadError::MissingFile { field } if field == policy.file_field()
         );
     }
 }
@@ -308,13 +316,9 @@ async fn a_file_may_reach_max_file_bytes_and_the_chunk_past_it_is_never_written_
 
     let refused = second.write(&[2; 2]).await;
 
-    assert!(
-        matches!(refused, Err(UploadError::FileTooLarge { max_bytes: 1000 })),
-        "{refused:?}"
-    );
+    assert_refused!(refused, UploadError::FileTooLarge { max_bytes: 1000 });
     assert_eq!(ledger.lock().unwrap().0[1].1.len(), 999);
-    drop(session);
-    assert!(ledger.lock().unwrap().nothing_kept());
+    abandon(session, &ledger);
 }
 
 #[tokio::test]
@@ -327,24 +331,29 @@ async fn a_text_value_may_hold_64_kib_but_not_one_byte_more_c5() {
 
     let refused = note.write(b"n");
 
-    assert!(
-        matches!(
-            refused,
-            Err(UploadError::TextValueTooLarge { max_bytes: 65_536 })
-        ),
-        "{refused:?}"
+    assert_refused!(
+        refused,
+        UploadError::TextValueTooLarge { max_bytes: 65_536 }
     );
-    drop(session);
-    assert!(ledger.lock().unwrap().nothing_kept());
+    abandon(session, &ledger);
+}
+
+/// A session holding an avatar, then `count` text values of `value_bytes`
+/// bytes each, all under one name.
+async fn avatar_then_texts(count: usize, value_bytes: usize) -> (UploadSession, Shared) {
+    let (mut session, ledger) = session(AVATAR);
+    add_file(&mut session, "avatar", b"a").await.unwrap();
+    let value = vec![b'v'; value_bytes];
+    for _ in 0..count {
+        add_text(&mut session, "tag", &value).unwrap();
+    }
+    (session, ledger)
 }
 
 #[tokio::test]
 async fn text_values_may_hold_1_mib_together_however_their_names_repeat_c5() {
-    let (mut session, _) = session(AVATAR);
-    add_file(&mut session, "avatar", b"a").await.unwrap();
-    for _ in 0..16 {
-        add_text(&mut session, "tag", &[b'v'; 64 * 1024]).unwrap();
-    }
+    let (session, _) = avatar_then_texts(16, 64 * 1024).await;
+
     let upload = session.finish().await.unwrap();
 
     assert_eq!(upload.fields.len(), 16);
@@ -358,40 +367,23 @@ async fn text_values_may_hold_1_mib_together_however_their_names_repeat_c5() {
 
 #[tokio::test]
 async fn one_byte_of_text_past_1_mib_is_refused_and_the_files_go_c5() {
-    let (mut session, ledger) = session(AVATAR);
-    add_file(&mut session, "avatar", b"a").await.unwrap();
-    for _ in 0..16 {
-        add_text(&mut session, "tag", &[b'v'; 64 * 1024]).unwrap();
-    }
+    let (mut session, ledger) = avatar_then_texts(16, 64 * 1024).await;
 
     let refused = add_text(&mut session, "tag", b"v");
 
-    assert!(
-        matches!(
-            refused,
-            Err(UploadError::TextTooLarge {
-                max_bytes: 1_048_576
-            })
-        ),
-        "{refused:?}"
+    assert_refused!(
+        refused,
+        UploadError::TextTooLarge {
+            max_bytes: 1_048_576
+        }
     );
-    drop(session);
-    assert!(ledger.lock().unwrap().nothing_kept());
-}
-
-/// A session holding an avatar and 999 empty text parts: 1000 parts.
-async fn session_of_1000_parts() -> (UploadSession, Shared) {
-    let (mut session, ledger) = session(AVATAR);
-    add_file(&mut session, "avatar", b"a").await.unwrap();
-    for _ in 0..999 {
-        add_text(&mut session, "t", b"").unwrap();
-    }
-    (session, ledger)
+    abandon(session, &ledger);
 }
 
 #[tokio::test]
 async fn a_request_of_1000_parts_is_kept_c5() {
-    let (session, ledger) = session_of_1000_parts().await;
+    // The avatar and 999 empty text parts.
+    let (session, ledger) = avatar_then_texts(999, 0).await;
 
     let upload = session.finish().await.unwrap();
 
@@ -401,20 +393,17 @@ async fn a_request_of_1000_parts_is_kept_c5() {
 
 #[tokio::test]
 async fn the_1001st_part_is_refused_whatever_it_is_and_the_files_go_c5() {
-    let (mut session, ledger) = session_of_1000_parts().await;
+    // 1000 parts: the avatar and 999 empty text parts.
+    let (mut session, ledger) = avatar_then_texts(999, 0).await;
     let text = add_text(&mut session, "t", b"");
     // A file part is counted before its field is checked: the bound holds
     // even for parts the policy would refuse anyway.
     let file = add_file(&mut session, "elsewhere", b"x").await;
 
     for refused in [text, file] {
-        assert!(
-            matches!(refused, Err(UploadError::TooManyParts { max: 1000 })),
-            "{refused:?}"
-        );
+        assert_refused!(refused, UploadError::TooManyParts { max: 1000 });
     }
-    drop(session);
-    assert!(ledger.lock().unwrap().nothing_kept());
+    abandon(session, &ledger);
 }
 
 #[tokio::test]
@@ -441,7 +430,7 @@ async fn when_a_later_file_cannot_be_kept_the_files_kept_before_it_are_removed_c
 
     let failed = session.finish().await;
 
-    assert!(matches!(failed, Err(UploadError::Store(_))), "{failed:?}");
+    assert_refused!(failed, UploadError::Store(_));
     assert_eq!(
         ledger.lock().unwrap().fates(),
         [Fate::Removed, Fate::Discarded, Fate::Discarded]
@@ -449,25 +438,16 @@ async fn when_a_later_file_cannot_be_kept_the_files_kept_before_it_are_removed_c
 }
 
 #[tokio::test]
-async fn a_file_the_store_cannot_write_fails_the_request_and_nothing_is_kept_c5() {
-    let ledger = Shared::default();
-    let mut session = session_over(store(&ledger, Fault::Write), AVATAR);
+async fn a_file_the_store_cannot_begin_or_write_fails_the_request_and_nothing_is_kept_c5() {
+    for fault in [Fault::Begin, Fault::Write] {
+        let ledger = Shared::default();
+        let mut session = session_over(store(&ledger, fault), AVATAR);
 
-    let failed = add_file(&mut session, "avatar", b"bytes").await;
+        let failed = add_file(&mut session, "avatar", b"bytes").await;
 
-    assert!(matches!(failed, Err(UploadError::Store(_))), "{failed:?}");
-    drop(session);
-    assert!(ledger.lock().unwrap().nothing_kept());
-}
-
-#[tokio::test]
-async fn a_store_that_cannot_begin_a_file_fails_the_request_c5() {
-    let ledger = Shared::default();
-    let mut session = session_over(store(&ledger, Fault::Begin), AVATAR);
-
-    let failed = add_file(&mut session, "avatar", b"bytes").await;
-
-    assert!(matches!(failed, Err(UploadError::Store(_))), "{failed:?}");
+        assert_refused!(failed, UploadError::Store(_));
+        abandon(session, &ledger);
+    }
 }
 
 #[tokio::test]
