@@ -89,26 +89,39 @@ async fn run(config: Config) -> ExitCode {
 
 /// Completes on SIGINT or SIGTERM. Both stop the server gracefully: it stops
 /// accepting and gives requests in flight up to 30 s (C1).
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+///
+/// The handlers are installed when this is called, before the listeners are
+/// bound, not when the future is first polled: a signal sent as soon as the
+/// start-up line appears is a graceful stop too, never the default action
+/// that kills the process.
+fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    {
+    let signals = {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => {
+        (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        match signals {
+            (Ok(mut interrupt), Ok(mut terminate)) => {
                 tokio::select! {
-                    _ = interrupt => {}
+                    _ = interrupt.recv() => {}
                     _ = terminate.recv() => {}
                 }
             }
-            Err(_) => {
-                let _ = interrupt.await;
+            (Ok(mut one), Err(_)) | (Err(_), Ok(mut one)) => {
+                one.recv().await;
             }
+            // Neither handler installed: each signal keeps its default action.
+            (Err(_), Err(_)) => std::future::pending().await,
         }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        tracing::info!("shutdown signal received; finishing requests in flight");
     }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
-    tracing::info!("shutdown signal received; finishing requests in flight");
 }
