@@ -389,6 +389,16 @@ mod tests {
     }
 
     #[test]
+    fn flags_alone_give_a_configuration_with_the_other_settings_at_their_defaults_c1() {
+        let config = Config::from_flags(["--port", "0", "--admin-port", "0"]).unwrap();
+
+        assert_eq!(config.port, 0);
+        assert_eq!(config.admin_port, Some(0));
+        assert_eq!(config.rate_limit_max, 100);
+        assert!(Config::from_flags(["--port", "http"]).is_err());
+    }
+
+    #[test]
     fn localhost_is_accepted_as_a_host() {
         assert_eq!(
             parse(&["--host", "localhost"]).unwrap().host,

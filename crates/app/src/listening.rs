@@ -8,8 +8,8 @@
 //! The addresses are the ones actually bound, so a process started with
 //! `PORT=0` (and `ADMIN_PORT=0`) can be found from its log: the tests and
 //! scripts that start the binary read them back with
-//! [`Listening::from_log_line`] (`scripts/lib/service.sh` and
-//! `bench/service.py` read the same fields).
+//! [`Listening::from_log_line`] (`scripts/lib/service.sh` reads the same
+//! field).
 
 use std::net::SocketAddr;
 

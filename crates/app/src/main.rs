@@ -90,8 +90,8 @@ async fn run(config: Config) -> ExitCode {
 /// Completes on SIGINT or SIGTERM. Both stop the server gracefully: it stops
 /// accepting and gives requests in flight up to 30 s (C1).
 ///
-/// The handlers are installed when this is called, before the listeners are
-/// bound, not when the future is first polled: a signal sent as soon as the
+/// On Unix the handlers are installed when this is called, before the
+/// listeners are bound, not when the future is first polled: a signal sent as soon as the
 /// start-up line appears is a graceful stop too, never the default action
 /// that kills the process.
 fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
