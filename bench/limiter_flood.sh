@@ -15,12 +15,10 @@ binary=$(cargo_binary --release)
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
 
 work=$(mktemp -d)
-trap 'kill "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
-port=$(free_port)
-PORT=$port HOST=127.0.0.1 TRUST_PROXY=1 RATE_LIMIT_MAX=1000 RUST_LOG=warn \
-  UPLOADS_DIR="$work/uploads" "$binary" &
-pid=$!
-until curl -s "http://127.0.0.1:$port/" >/dev/null; do sleep 0.1; done
+service=
+trap 'kill "$service" 2>/dev/null || true; rm -rf "$work"' EXIT
+launch_service "$work/service.log" 30 \
+  env TRUST_PROXY=1 RATE_LIMIT_MAX=1000 UPLOADS_DIR="$work/uploads" "$binary"
 
 cat > "$work/distinct.lua" <<'LUA'
 -- Each request carries a client address no earlier request had: thread k
@@ -39,7 +37,7 @@ function request()
 end
 LUA
 
-rss() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
+rss() { awk '/VmRSS/ {print $2}' "/proc/$service/status"; }
 echo "idle RSS: $(( $(rss) / 1024 )) MiB"
 wrk -t2 -c32 -d"${duration}s" -s "$work/distinct.lua" "http://127.0.0.1:$port/" > "$work/wrk.txt" &
 load=$!
@@ -49,4 +47,4 @@ for ((t = 2; t <= duration; t += 2)); do
 done
 wait "$load"
 grep -E "requests in|Requests/sec" "$work/wrk.txt"
-echo "peak RSS (VmHWM): $(( $(awk '/VmHWM/ {print $2}' "/proc/$pid/status") / 1024 )) MiB"
+echo "peak RSS (VmHWM): $(( $(awk '/VmHWM/ {print $2}' "/proc/$service/status") / 1024 )) MiB"

@@ -17,22 +17,18 @@ command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; ex
 redis-cli -h 127.0.0.1 ping >/dev/null || { echo "Redis must answer on 127.0.0.1:6379" >&2; exit 1; }
 
 work=$(mktemp -d)
-pid=
-trap '[[ -n $pid ]] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
+service=
+trap '[[ -n $service ]] && kill "$service" 2>/dev/null; rm -rf "$work"' EXIT
 
 run() { # $1: label, rest: extra settings
   local label=$1; shift
-  local port
-  port=$(free_port)
-  env PORT="$port" HOST=127.0.0.1 RUST_LOG=warn UPLOADS_DIR="$work/uploads" "$@" \
-    taskset -c 0 "$binary" & pid=$!
-  until curl -s "http://127.0.0.1:$port/" >/dev/null; do sleep 0.1; done
+  launch_service "$work/service.log" 30 env UPLOADS_DIR="$work/uploads" "$@" taskset -c 0 "$binary"
   curl -s -X POST "http://127.0.0.1:$port/items" -H 'content-type: application/json' -d '{"name":"pen"}' >/dev/null
   local before after output
-  before=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  before=$(awk '{print $14 + $15}' "/proc/$service/stat")
   output=$(taskset -c 1 wrk -t1 -c50 -d"${seconds}s" "http://127.0.0.1:$port/items/1")
-  after=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-  kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+  after=$(awk '{print $14 + $15}' "/proc/$service/stat")
+  kill "$service"; wait "$service" 2>/dev/null || true; service=
   # req/s, and the service's own CPU (user + system, in clock ticks) per request in µs
   awk -v label="$label" -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '
     /requests in/ {requests = $1}

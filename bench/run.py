@@ -13,12 +13,13 @@ wrk, not the server, saturates its core first.
 """
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
+
+from service import start
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WRK = os.path.join(ROOT, "bench", "wrk")
@@ -30,29 +31,10 @@ CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "50"))
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class Server:
     def __init__(self, name, binary, env):
         self.name = name
-        self.port = free_port()
-        environment = dict(os.environ, HOST="127.0.0.1", PORT=str(self.port), **env)
-        self.process = subprocess.Popen(
-            ["taskset", "-c", "0", binary], env=environment,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 20
-        while True:
-            try:
-                urllib.request.urlopen(self.url("/"), timeout=1).read()
-                return
-            except OSError:
-                if time.time() > deadline:
-                    raise RuntimeError(f"{name} did not start")
-                time.sleep(0.05)
+        self.process, self.port = start(["taskset", "-c", "0", binary], env, name)
 
     def url(self, path):
         return f"http://127.0.0.1:{self.port}{path}"

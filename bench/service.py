@@ -1,11 +1,14 @@
-"""Shared by the memory benchmarks: a fresh items-service process on a free
-loopback port, and its peak RSS."""
+"""Shared by the benchmarks: starting items-service (or the baseline) on
+loopback port 0 and learning the port the system chose, a fresh process with
+an uploads directory of its own, and its peak RSS."""
 import contextlib
 import os
-import socket
 import subprocess
 import tempfile
 import time
+
+# /proc/PID/net/tcp's state of a listening socket.
+LISTEN = "0A"
 
 
 def vm_hwm_kib(pid):
@@ -14,29 +17,65 @@ def vm_hwm_kib(pid):
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def listening_ports(pid):
+    """The TCP ports process `pid` listens on: its sockets (/proc/PID/fd)
+    looked up in the kernel's tables (/proc/PID/net/tcp, tcp6)."""
+    sockets = set()
+    with contextlib.suppress(FileNotFoundError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    sockets.add(target[len("socket:["):-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(FileNotFoundError), open(f"/proc/{pid}/net/{table}") as rows:
+            next(rows)  # the header
+            for row in rows:
+                fields = row.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state == LISTEN and inode in sockets:
+                    ports.add(int(local.rsplit(":", 1)[1], 16))
+    return ports
+
+
+def start(command, env, name):
+    """Starts `command` on 127.0.0.1 port 0 with `env` added to this
+    process's environment, its output discarded; returns (process, port)
+    once it listens.
+
+    The port is read from the kernel rather than from the start-up line
+    (scripts/lib/service.sh reads that): the load benchmark measures some
+    configurations with a log line per request, which must go to /dev/null
+    as in production, not through a reader; and the baseline logs nothing."""
+    process = subprocess.Popen(
+        command, env=dict(os.environ, HOST="127.0.0.1", PORT="0", **env),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 20
+    while True:
+        ports = listening_ports(process.pid)
+        if len(ports) == 1:
+            return process, ports.pop()
+        if len(ports) > 1:
+            process.kill()
+            raise RuntimeError(f"{name} listens on several ports: {sorted(ports)}")
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with status {process.returncode} before it listened")
+        if time.time() > deadline:
+            process.kill()
+            raise RuntimeError(f"{name} did not listen within 20 s")
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
 def running(binary):
     """Starts `binary` (limiter off, warnings only) with an uploads directory
-    of its own; yields (process, port, uploads directory) once it accepts
-    connections, and stops it afterwards."""
-    port = free_port()
+    of its own; yields (process, port, uploads directory) once it listens,
+    and stops it afterwards."""
     with tempfile.TemporaryDirectory() as uploads:
-        env = dict(os.environ, PORT=str(port), HOST="127.0.0.1", UPLOADS_DIR=uploads,
-                   RATE_LIMIT_MAX="0", RUST_LOG="warn")
-        server = subprocess.Popen([binary], env=env, stdout=subprocess.DEVNULL)
+        server, port = start([binary], {"UPLOADS_DIR": uploads, "RATE_LIMIT_MAX": "0",
+                                        "RUST_LOG": "warn"}, "items-service")
         try:
-            for _ in range(100):
-                try:
-                    socket.create_connection(("127.0.0.1", port)).close()
-                    break
-                except OSError:
-                    time.sleep(0.1)
             yield server, port, uploads
         finally:
             server.terminate()

@@ -6,12 +6,13 @@
 # and stateful checks). Any failure fails this script.
 #
 # Builds the release binary (wherever cargo puts it: `CARGO_TARGET_DIR` is
-# honoured, cargo itself names the executable), runs it on a free loopback
-# port with rate limiting off (the generated bursts would otherwise meet 429s
-# by design) and a temporary uploads directory, then installs schemathesis in
-# a virtual environment (PyPI) and runs it. A service that exits or never
-# answers stops the script at once with its log; the log of a failed run is
-# kept, and its path printed.
+# honoured, cargo itself names the executable), runs it on loopback port 0
+# (the port it got is read from its start-up line) with rate limiting off
+# (the generated bursts would otherwise meet 429s by design) and a temporary
+# uploads directory, then installs schemathesis in a virtual environment
+# (PyPI) and runs it. A service that exits or never names its port stops the
+# script at once with its log; the log of a failed run is kept, and its path
+# printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,5 +1,7 @@
 # Sourced by the scripts that start the service (schemathesis.sh,
-# readme-examples.sh).
+# readme-examples.sh, bench/limiter_*.sh). The service always starts on port
+# 0 and the scripts read the port the system chose from its start-up line, so
+# no port is picked free and bound later, when something else may have it.
 
 # `cargo_binary ARGS…` builds items-service with `cargo build ARGS…` and
 # prints the executable's path as cargo reports it, so CARGO_TARGET_DIR and
@@ -16,10 +18,9 @@ for line in sys.stdin:
 '
 }
 
-# A loopback port that was free a moment ago.
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# Log settings under which the service writes its start-up line (`info`,
+# target `items_service`) and warnings, without a line per request.
+START_UP_LINE_AND_WARNINGS='warn,items_service=info,items_service::request=warn'
 
 # `fail_with_log LOG WHY`: says why, shows the service's log, exits 1.
 fail_with_log() {
@@ -28,33 +29,44 @@ fail_with_log() {
   exit 1
 }
 
-# `wait_for_service URL PID LOG SECONDS`: returns once URL answers; stops the
-# script at once, with the log, when the process exits or SECONDS pass.
-wait_for_service() {
-  local url=$1 pid=$2 log=$3 deadline=$((SECONDS + $4))
-  until curl -fsS -o /dev/null "$url" 2>/dev/null; do
-    kill -0 "$pid" 2>/dev/null || fail_with_log "$log" "the service exited before answering"
-    ((SECONDS < deadline)) || fail_with_log "$log" "the service did not answer within $4 s"
+# `listening_port LOG`: the public port named by the start-up line in LOG
+# (`… items_service: listening address=127.0.0.1:41234 …`, written by
+# crates/app/src/listening.rs); nothing while the line has not come.
+listening_port() {
+  sed -n 's/.*items_service: listening address=[^ ]*:\([0-9][0-9]*\).*/\1/p' "$1" | head -n 1
+}
+
+# `launch_service LOG SECONDS COMMAND…`: runs COMMAND (the binary, or e.g.
+# `env NAME=VALUE… taskset -c 0 BINARY`) in the background on 127.0.0.1
+# port 0, with the log settings above unless COMMAND sets RUST_LOG, its
+# output in LOG; returns once the start-up line names the port. Sets
+# `service` (the pid) and `port`. Stops the script at once, with the log,
+# when the process exits first or SECONDS pass.
+launch_service() {
+  local log=$1 deadline=$((SECONDS + $2)) seconds=$2
+  shift 2
+  HOST=127.0.0.1 PORT=0 RUST_LOG=$START_UP_LINE_AND_WARNINGS "$@" > "$log" 2>&1 &
+  service=$!
+  port=
+  until port=$(listening_port "$log") && [[ -n $port ]]; do
+    kill -0 "$service" 2>/dev/null || fail_with_log "$log" "the service exited before it listened"
+    ((SECONDS < deadline)) || fail_with_log "$log" "the service named no port within $seconds s"
     sleep 0.1
   done
 }
 
-# `start_service BINARY SECONDS [NAME=VALUE…]`: starts BINARY on a free
-# loopback port with a temporary uploads directory and the extra settings,
-# logging to `$work/service.log`, and waits until it answers (or stops the
-# script with its log). Sets `work`, `port` and `service`. On exit the
-# service is stopped; the directory goes too after a success, and is kept,
-# its log's path printed, after a failure.
+# `start_service BINARY SECONDS [NAME=VALUE…]`: starts BINARY with a
+# temporary uploads directory and the extra settings, logging to
+# `$work/service.log` (see launch_service). Sets `work`, `port` and
+# `service`. On exit the service is stopped; the directory goes too after a
+# success, and is kept, its log's path printed, after a failure.
 start_service() {
   local binary=$1 seconds=$2
   shift 2
   work="$(mktemp -d)"
-  port="$(free_port)"
-  env HOST=127.0.0.1 PORT="$port" UPLOADS_DIR="$work/uploads" RUST_LOG=warn "$@" \
-    "$binary" > "$work/service.log" 2>&1 &
-  service=$!
+  service=
   trap stop_service EXIT
-  wait_for_service "http://127.0.0.1:$port/" "$service" "$work/service.log" "$seconds"
+  launch_service "$work/service.log" "$seconds" env UPLOADS_DIR="$work/uploads" "$@" "$binary"
 }
 
 stop_service() {

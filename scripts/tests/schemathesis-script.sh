@@ -3,7 +3,7 @@
 # stand-in `cargo` on PATH names a stand-in service outside `target/`, as
 # cargo does when CARGO_TARGET_DIR points elsewhere. The script must start the
 # executable cargo names, and stop at once, with the service's log shown and
-# kept, when that service exits or never answers (issue 14).
+# kept, when that service exits or never names its port (issue 14).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -40,20 +40,20 @@ if PATH="$scratch/bin:$PATH" bash scripts/schemathesis.sh > "$scratch/out" 2>&1;
 check "a service that exits fails the script" test "$status" -ne 0
 check "it stops at once, without polling on" test $((SECONDS - started)) -lt 10
 check "it starts the executable cargo names and shows its log" grep -q "Address already in use" "$scratch/out"
-check "it says the service exited" grep -q "the service exited before answering" "$scratch/out"
+check "it says the service exited" grep -q "the service exited before it listened" "$scratch/out"
 kept="$(sed -n 's/.*log is kept in \(.*service.log\)$/\1/p' "$scratch/out")"
 check "the log that explains the failure is kept" test -s "$kept"
 [[ -n "$kept" ]] && rm -rf "$(dirname "$kept")"
 
-# A service that runs but never answers.
+# A service that runs but never says where it listens.
 cat > "$CARGO_TARGET_DIR/release/items-service" <<'SERVICE'
 #!/usr/bin/env bash
 echo "waiting for something that never comes"
 exec sleep 60
 SERVICE
 if PATH="$scratch/bin:$PATH" SCHEMATHESIS_START_SECONDS=1 bash scripts/schemathesis.sh > "$scratch/out" 2>&1; then status=0; else status=$?; fi
-check "a service that never answers fails the script" test "$status" -ne 0
-check "it says so, with the log" grep -q "did not answer within 1 s" "$scratch/out"
+check "a service that never names its port fails the script" test "$status" -ne 0
+check "it says so, with the log" grep -q "named no port within 1 s" "$scratch/out"
 check "the log is shown" grep -q "waiting for something" "$scratch/out"
 kept="$(sed -n 's/.*log is kept in \(.*service.log\)$/\1/p' "$scratch/out")"
 [[ -n "$kept" ]] && rm -rf "$(dirname "$kept")"

@@ -2,11 +2,12 @@
 //! the flag wins. An invalid value stops the process with exit status 2 and
 //! one line on stderr naming the setting.
 
+use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use items_domain::defaults;
 
 /// A JSON-over-HTTP service for items, products and users. Every setting is
@@ -14,6 +15,7 @@ use items_domain::defaults;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "items-service", version)]
 pub struct Config {
+    /// What to do instead of serving, if anything.
     #[command(subcommand)]
     pub command: Option<Command>,
 
@@ -86,12 +88,18 @@ pub struct Config {
     pub log_format: LogFormat,
 }
 
+/// The subcommands: things the binary does instead of serving.
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// Print the OpenAPI document and exit.
     Openapi,
 }
 
+/// How log lines are written (`LOG_FORMAT`): as text or as one JSON object
+/// per line.
+// Doc comments on the variants would become `--help` text, replacing the
+// one-line `[possible values: text, json]`.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
@@ -157,6 +165,26 @@ impl Config {
             ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => Early::Print(error.to_string()),
             _ => Early::Invalid(one_line(&error)),
         })
+    }
+
+    /// The configuration these flags give (the arguments after the program's
+    /// name), with the environment ignored: every setting not among `flags`
+    /// keeps its default, whatever `PORT` or `DATABASE_URL` the caller has.
+    /// For tests and embedders that build an [`crate::Application`].
+    ///
+    /// # Errors
+    /// clap's error for a flag or a value it does not accept.
+    pub fn from_flags<I, T>(flags: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString>,
+    {
+        let arguments = std::iter::once(OsString::from("items-service"))
+            .chain(flags.into_iter().map(Into::into));
+        let matches = Self::command()
+            .mut_args(|arg| arg.env(None::<&'static str>))
+            .try_get_matches_from(arguments)?;
+        Self::from_arg_matches(&matches)
     }
 }
 
@@ -359,6 +387,16 @@ mod tests {
         assert!(parse(&["--database-url", "postgres://u@h:5432/db"]).is_ok());
         assert!(parse(&["--database-url", "postgres://"]).is_err());
         assert!(parse(&["--database-url", "localhost:5432"]).is_err());
+    }
+
+    #[test]
+    fn flags_alone_give_a_configuration_with_the_other_settings_at_their_defaults_c1() {
+        let config = Config::from_flags(["--port", "0", "--admin-port", "0"]).unwrap();
+
+        assert_eq!(config.port, 0);
+        assert_eq!(config.admin_port, Some(0));
+        assert_eq!(config.rate_limit_max, 100);
+        assert!(Config::from_flags(["--port", "http"]).is_err());
     }
 
     #[test]

@@ -1,17 +1,11 @@
-//! `items-service`: parses the configuration (C1), builds the application and
-//! runs it until SIGINT or SIGTERM.
-
-mod config;
-mod metrics;
-mod startup;
-mod telemetry;
+//! `items-service`: parses the configuration (C1), builds the application
+//! (`items_app`) and runs it until SIGINT or SIGTERM.
 
 use std::io::Write;
-use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use config::{Config, Early};
-use startup::Application;
+use items_app::config::{self, Config, Early};
+use items_app::{Application, telemetry};
 
 fn main() -> ExitCode {
     // `openapi` uses no server setting, so it is answered before they are
@@ -70,6 +64,8 @@ fn print_to_stdout(text: &str) -> ExitCode {
     }
 }
 
+/// Builds, announces and serves; every error is one line on stderr with the
+/// program's name in front, once (the errors themselves never carry it).
 async fn run(config: Config) -> ExitCode {
     let application = match Application::build(&config, shutdown_signal()).await {
         Ok(application) => application,
@@ -78,11 +74,7 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::from(error.exit_code());
         }
     };
-    tracing::info!(
-        address = %SocketAddr::new(config.host, application.port()),
-        store = %store_description(config.database_url.as_deref()),
-        "listening"
-    );
+    application.listening().log(config.database_url.as_deref());
     match application.run_until_stopped().await {
         Ok(()) => {
             tracing::info!("stopped");
@@ -97,80 +89,39 @@ async fn run(config: Config) -> ExitCode {
 
 /// Completes on SIGINT or SIGTERM. Both stop the server gracefully: it stops
 /// accepting and gives requests in flight up to 30 s (C1).
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+///
+/// On Unix the handlers are installed when this is called, before the
+/// listeners are bound, not when the future is first polled: a signal sent as soon as the
+/// start-up line appears is a graceful stop too, never the default action
+/// that kills the process.
+fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    {
+    let signals = {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => {
+        (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        match signals {
+            (Ok(mut interrupt), Ok(mut terminate)) => {
                 tokio::select! {
-                    _ = interrupt => {}
+                    _ = interrupt.recv() => {}
                     _ = terminate.recv() => {}
                 }
             }
-            Err(_) => {
-                let _ = interrupt.await;
+            (Ok(mut one), Err(_)) | (Err(_), Ok(mut one)) => {
+                one.recv().await;
             }
+            // Neither handler installed: each signal keeps its default action.
+            (Err(_), Err(_)) => std::future::pending().await,
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
-    tracing::info!("shutdown signal received; finishing requests in flight");
-}
-
-/// Where the data lives, for the start-up line: `memory`, or `PostgreSQL`
-/// and the URL with its password hidden.
-fn store_description(database_url: Option<&str>) -> String {
-    match database_url {
-        None => "memory".to_owned(),
-        Some(url) => format!("PostgreSQL {}", without_password(url)),
-    }
-}
-
-/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`; a URL
-/// without a password is returned as it is.
-fn without_password(url: &str) -> String {
-    let authority_start = url.find("://").map_or(0, |at| at + 3);
-    let authority_end = url[authority_start..]
-        .find(['/', '?'])
-        .map_or(url.len(), |at| authority_start + at);
-    let authority = &url[authority_start..authority_end];
-    let Some((user_info, host)) = authority.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    let Some((user, _password)) = user_info.split_once(':') else {
-        return url.to_owned();
-    };
-    format!(
-        "{}{user}:***@{host}{}",
-        &url[..authority_start],
-        &url[authority_end..]
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_start_up_line_names_the_store_and_hides_the_password() {
-        assert_eq!(store_description(None), "memory");
-        assert_eq!(
-            store_description(Some(
-                "postgres://app:s3cr:et@db.internal:5432/items?sslmode=require"
-            )),
-            "PostgreSQL postgres://app:***@db.internal:5432/items?sslmode=require"
-        );
-        assert_eq!(
-            store_description(Some("postgres://postgres@127.0.0.1:5432/items")),
-            "PostgreSQL postgres://postgres@127.0.0.1:5432/items"
-        );
-        assert_eq!(
-            without_password("postgresql://u:p@h"),
-            "postgresql://u:***@h"
-        );
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+        tracing::info!("shutdown signal received; finishing requests in flight");
     }
 }

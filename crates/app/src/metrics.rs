@@ -1,8 +1,12 @@
 //! The metrics recorder (C11): the Prometheus exporter behind the `metrics`
-//! facade. The adapters emit through the facade; this binary installs the
-//! recorder only when an admin listener will serve `/metrics`, so without
+//! facade. The adapters emit through the facade; the recorder is installed
+//! only when an admin listener will serve `/metrics`, so without
 //! `ADMIN_PORT` every metric call is a no-op.
+//!
+//! The facade has one recorder per process: every application built in the
+//! process (tests build several) serves the same one.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use items_adapters::http::metrics::{REQUEST_DURATION, REQUEST_DURATION_BUCKETS, describe};
@@ -13,12 +17,20 @@ use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, Promet
 /// scrapes, so memory stays bounded when nobody scrapes.
 pub const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
-/// Installs the process-wide recorder; the request-duration histogram gets
-/// real buckets (the exporter would otherwise render a summary).
+/// The recorder this crate installed, once it has.
+static INSTALLED: Mutex<Option<PrometheusHandle>> = Mutex::new(None);
+
+/// Installs the process-wide recorder, or returns the one installed by an
+/// earlier call; the request-duration histogram gets real buckets (the
+/// exporter would otherwise render a summary).
 ///
 /// # Errors
-/// When the buckets are refused or a recorder is already installed.
+/// When the buckets are refused or another recorder is already installed.
 pub fn install() -> Result<PrometheusHandle, BuildError> {
+    let mut installed = INSTALLED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(handle) = installed.as_ref() {
+        return Ok(handle.clone());
+    }
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(
             Matcher::Full(REQUEST_DURATION.to_owned()),
@@ -31,6 +43,7 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
         "Rate-limit requests the shared store (Redis) failed or answered too slowly; each was counted in the local budget."
     );
     metrics::counter!(STORE_ERRORS).increment(0);
+    *installed = Some(handle.clone());
     Ok(handle)
 }
 

@@ -1,5 +1,8 @@
 //! Building the application from its configuration: the adapters are chosen
 //! and wired into the HTTP adapter here, and nowhere else.
+//!
+//! The errors here never name the program: the binary puts
+//! `items-service: ` in front of each, once.
 
 use std::net::{SocketAddr, TcpListener};
 use std::num::NonZeroU32;
@@ -22,6 +25,7 @@ use items_domain::{
 };
 
 use crate::config::Config;
+use crate::listening::Listening;
 
 /// Why the application could not start, with the exit status it implies.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +39,9 @@ pub enum StartError {
     /// The address could not be bound, e.g. the port is in use (exit 1, C1).
     #[error("cannot listen on {address}: {source}")]
     Bind {
+        /// The address asked for.
         address: SocketAddr,
+        /// Why the system refused it.
         source: std::io::Error,
     },
     /// The metrics recorder could not be installed (exit 1).
@@ -44,6 +50,7 @@ pub enum StartError {
 }
 
 impl StartError {
+    /// The process's exit status for this error: 2 for a setting, else 1 (C1).
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Setting(_) => 2,
@@ -52,21 +59,35 @@ impl StartError {
     }
 }
 
-/// A bound application: the port is known before it runs (tests bind port 0).
+/// A built application: its listeners are bound, so where it listens is
+/// known before it runs ([`Application::listening`]; port 0 in the
+/// configuration gets a port the system chose).
 #[derive(Debug)]
 pub struct Application {
     server: HttpServer,
     admin: Option<Admin>,
+    listening: Listening,
 }
 
 /// The admin listener (C11) and the upkeep its metrics need.
 #[derive(Debug)]
 struct Admin {
     server: AdminServer,
+    address: SocketAddr,
     metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
 
 impl Application {
+    /// Opens the stores the configuration names (waiting up to 15 s for the
+    /// database), binds the public listener and, with an admin port, the
+    /// admin listener. `shutdown` completing starts the graceful stop: with
+    /// an admin listener `/readyz` turns 503 at once and requests are still
+    /// served for `SHUTDOWN_DRAIN_MS`, then the server stops accepting and
+    /// lets requests in flight finish (C1, C11).
+    ///
+    /// # Errors
+    /// A [`StartError`] naming what could not be used; its
+    /// [`StartError::exit_code`] is the process's exit status.
     pub async fn build(
         config: &Config,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
@@ -79,15 +100,16 @@ impl Application {
                 config.uploads_dir.display().to_string()
             ))
         })?;
-        let address = SocketAddr::new(config.host, config.port);
-        let listener =
-            TcpListener::bind(address).map_err(|source| StartError::Bind { address, source })?;
+        let (listener, address) = bind(SocketAddr::new(config.host, config.port))?;
         let settings = HttpSettings {
             body_limits: BodyLimits {
                 max_bytes: usize::try_from(config.max_json_bytes).map_err(|_| {
-                    StartError::Setting("items-service: invalid MAX_JSON_BYTES".into())
+                    StartError::Setting(
+                        "invalid MAX_JSON_BYTES (--max-json-bytes): more than this platform can address"
+                            .into(),
+                    )
                 })?,
-                read_timeout: Duration::from_secs(30),
+                ..BodyLimits::default()
             },
             rate_limit: RateLimitSettings {
                 max: NonZeroU32::new(config.rate_limit_max),
@@ -96,7 +118,7 @@ impl Application {
             },
             upload_limits: UploadLimits {
                 max_file_bytes: config.max_file_bytes,
-                idle_timeout: Duration::from_secs(30),
+                ..UploadLimits::default()
             },
             ..HttpSettings::default()
         };
@@ -138,6 +160,7 @@ impl Application {
             readiness.begin_shutdown();
             if !drain.is_zero() {
                 tracing::info!(
+                    target: "items_service::startup",
                     drain_ms = drain.as_millis() as u64,
                     "not ready any more; serving until the load balancer notices"
                 );
@@ -146,11 +169,31 @@ impl Application {
         };
         let server = HttpServer::bind(listener, settings, services, shutdown)
             .map_err(|source| StartError::Bind { address, source })?;
-        Ok(Self { server, admin })
+        let listening = Listening {
+            address,
+            admin_address: admin.as_ref().map(|admin| admin.address),
+        };
+        Ok(Self {
+            server,
+            admin,
+            listening,
+        })
     }
 
+    /// The addresses bound, for the start-up line and for whoever started
+    /// the application on port 0.
+    pub fn listening(&self) -> Listening {
+        self.listening
+    }
+
+    /// The public port actually bound.
     pub fn port(&self) -> u16 {
-        self.server.port()
+        self.listening.address.port()
+    }
+
+    /// The admin port actually bound, when `ADMIN_PORT` is set (C11).
+    pub fn admin_port(&self) -> Option<u16> {
+        self.listening.admin_address.map(|address| address.port())
     }
 
     /// Serves until shutdown completes: the public server drains first, the
@@ -179,9 +222,7 @@ fn admin(
     readiness: Arc<Readiness>,
     store: Option<PostgresStore>,
 ) -> Result<Admin, StartError> {
-    let address = SocketAddr::new(config.host, port);
-    let listener =
-        TcpListener::bind(address).map_err(|source| StartError::Bind { address, source })?;
+    let (listener, address) = bind(SocketAddr::new(config.host, port))?;
     let metrics = crate::metrics::install()?;
     let handle = metrics.clone();
     let render: RenderMetrics = Arc::new(move || {
@@ -192,7 +233,22 @@ fn admin(
     });
     let server = AdminServer::bind(listener, readiness, render)
         .map_err(|source| StartError::Bind { address, source })?;
-    Ok(Admin { server, metrics })
+    Ok(Admin {
+        server,
+        address,
+        metrics,
+    })
+}
+
+/// A listener on `address` and the address it got: the port the system
+/// chose when `address` asks for port 0.
+fn bind(address: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
+    let listener =
+        TcpListener::bind(address).map_err(|source| StartError::Bind { address, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| StartError::Bind { address, source })?;
+    Ok((listener, bound))
 }
 
 /// How long to wait for the database at start before giving up: long enough

@@ -14,23 +14,25 @@ async fn a_shutdown_turns_readyz_to_503_while_requests_are_still_served_c11() {
     let url = test_database_url();
     let database = ScratchDatabase::create(&url).await.unwrap();
     let database_url = database.url();
-    let admin_port = free_port().to_string();
     let mut service = Service::start(&[
         ("DATABASE_URL", database_url.as_str()),
         ("DATABASE_POOL_SIZE", "3"),
-        ("ADMIN_PORT", admin_port.as_str()),
+        ("ADMIN_PORT", "0"),
         ("SHUTDOWN_DRAIN_MS", "1500"),
     ])
     .await;
-    let admin = format!("http://127.0.0.1:{admin_port}");
     let client = reqwest::Client::new();
 
-    let ready = client.get(format!("{admin}/readyz")).send().await.unwrap();
+    let ready = client
+        .get(service.admin_url("/readyz"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ready.status(), 200);
     let ready: Value = ready.json().await.unwrap();
     assert_eq!(ready["checks"]["database"], "ok");
     let metrics = client
-        .get(format!("{admin}/metrics"))
+        .get(service.admin_url("/metrics"))
         .send()
         .await
         .unwrap()
@@ -49,7 +51,7 @@ async fn a_shutdown_turns_readyz_to_503_while_requests_are_still_served_c11() {
     // Readiness flips at once (the balancer's next check sees it)…
     loop {
         let status = client
-            .get(format!("{admin}/readyz"))
+            .get(service.admin_url("/readyz"))
             .send()
             .await
             .unwrap()

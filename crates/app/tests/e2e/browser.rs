@@ -157,9 +157,8 @@ fn assert_chromium_installed() {
 #[tokio::test]
 async fn a_page_on_another_origin_can_call_the_service_and_read_its_headers_c8_c9() {
     assert_chromium_installed();
-    let service = Service::start(&[("RATE_LIMIT_MAX", "1000")]).await;
-    let limited =
-        Service::start(&[("RATE_LIMIT_MAX", "1"), ("RATE_LIMIT_WINDOW_MS", "60000")]).await;
+    let service = App::start(&[("RATE_LIMIT_MAX", "1000")]).await;
+    let limited = App::start(&[("RATE_LIMIT_MAX", "1"), ("RATE_LIMIT_WINDOW_MS", "60000")]).await;
     let (page_port, mut reports) = serve_page(page(&service.base, &limited.base)).await;
     let profile = tempfile::tempdir().unwrap();
 

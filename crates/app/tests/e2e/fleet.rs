@@ -10,12 +10,20 @@
 //! of serving, then the graceful stop). Measured with `SHUTDOWN_DRAIN_MS=0`
 //! instead: 174 of 1646 requests got haproxy's 503; with 2500 ms: 0 of 5709.
 //!
-//! The haproxy configuration is the one `docs/operations.md` recommends.
+//! The haproxy configuration is the one `docs/operations.md` recommends,
+//! with the ports the system chose: every instance starts on port 0 and
+//! names its ports in its start-up line; haproxy's front end listens on a
+//! socket the test bound on port 0 and hands over; the test reads haproxy's
+//! view and re-points a restarted instance through haproxy's runtime API on
+//! a Unix socket. No port is picked free and bound later, so nothing else
+//! can take one in between.
 //! haproxy must be installed (`scripts/install-test-deps.sh`, run by
 //! `scripts/test.sh`, installs it); without it the test is skipped, except
 //! under `CI=true`, where it fails.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,8 +31,10 @@ use std::time::{Duration, Instant};
 
 use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
 use items_adapters::tcp_proxy::TcpProxy;
+use items_app::Listening;
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
 
 use crate::helpers::*;
 
@@ -40,18 +50,26 @@ const INSTANCES: usize = 3;
 const RETURN_TO_REDIS: Duration = Duration::from_secs(3);
 
 /// haproxy's configuration for the fleet: the recipe of `docs/operations.md`
-/// with loopback ports.
-fn haproxy_config(front: u16, stats: u16, instances: &[(u16, u16)]) -> String {
+/// with the instances' own ports, the front end on the listening socket
+/// haproxy gets as its standard input (`fd@0`), and the runtime API, not a
+/// stats port, on the Unix socket `runtime_api`.
+fn haproxy_config(runtime_api: &Path, instances: &[Listening]) -> String {
     let servers: String = instances
         .iter()
         .enumerate()
-        .map(|(n, (port, admin))| {
-            format!("    server items{n} 127.0.0.1:{port} check port {admin}\n")
+        .map(|(n, listening)| {
+            format!(
+                "    server items{n} {} check port {}\n",
+                listening.address,
+                admin_port(listening)
+            )
         })
         .collect();
+    let runtime_api = runtime_api.display();
     format!(
         "global
     maxconn 1000
+    stats socket {runtime_api} level admin
 
 defaults
     mode http
@@ -64,7 +82,7 @@ defaults
     retries 0
 
 frontend public
-    bind 127.0.0.1:{front}
+    bind fd@0
     default_backend items
 
 backend items
@@ -73,13 +91,15 @@ backend items
     option httpchk GET /readyz
     http-check expect status 200
     default-server inter {CHECK_INTERVAL} fall 1 rise 1
-{servers}
-listen stats
-    bind 127.0.0.1:{stats}
-    stats enable
-    stats uri /stats
-"
+{servers}"
     )
+}
+
+fn admin_port(listening: &Listening) -> u16 {
+    listening
+        .admin_address
+        .expect("instances start with an admin listener")
+        .port()
 }
 
 /// The haproxy binary, or `None` (after saying so) when it is not installed;
@@ -105,11 +125,10 @@ fn haproxy() -> Option<String> {
 /// Three instances, haproxy in front, and the settings to restart them with.
 struct Fleet {
     instances: Vec<Option<Service>>,
-    ports: Vec<(u16, u16)>,
     settings: Vec<(String, String)>,
     haproxy: Child,
     front: String,
-    stats: String,
+    runtime_api: PathBuf,
     client: reqwest::Client,
     _config: tempfile::TempDir,
 }
@@ -123,34 +142,39 @@ impl Drop for Fleet {
 
 impl Fleet {
     async fn start(haproxy: &str, settings: &[(&str, &str)]) -> Self {
-        let ports: Vec<(u16, u16)> = (0..INSTANCES).map(|_| (free_port(), free_port())).collect();
         let settings: Vec<(String, String)> = settings
             .iter()
             .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
             .collect();
         let mut instances = Vec::new();
-        for &(port, admin) in &ports {
-            instances.push(Some(start_instance(port, admin, &settings).await));
+        for _ in 0..INSTANCES {
+            instances.push(start_instance(&settings).await);
         }
-        let (front, stats) = (free_port(), free_port());
         let config = tempfile::tempdir().unwrap();
         let path = config.path().join("haproxy.cfg");
-        std::fs::write(&path, haproxy_config(front, stats, &ports)).unwrap();
+        let runtime_api = config.path().join("runtime-api.sock");
+        let listening: Vec<Listening> = instances.iter().map(|service| service.listening).collect();
+        std::fs::write(&path, haproxy_config(&runtime_api, &listening)).unwrap();
+        // The front end's socket is bound here, on port 0, and stays bound:
+        // haproxy inherits it as its standard input (the one descriptor
+        // `Command` passes on without unsafe code) and serves on it.
+        let front = TcpListener::bind("127.0.0.1:0").unwrap();
+        let front_address = front.local_addr().unwrap();
         let haproxy = Command::new(haproxy)
             .arg("-db")
             .arg("-f")
             .arg(&path)
+            .stdin(Stdio::from(OwnedFd::from(front)))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let fleet = Self {
-            instances,
-            ports,
+            instances: instances.into_iter().map(Some).collect(),
             settings,
             haproxy,
-            front: format!("http://127.0.0.1:{front}"),
-            stats: format!("http://127.0.0.1:{stats}/stats;csv"),
+            front: format!("http://{front_address}"),
+            runtime_api,
             client: reqwest::Client::new(),
             _config: config,
         };
@@ -162,7 +186,19 @@ impl Fleet {
 
     /// A URL on instance `n` directly, bypassing haproxy.
     fn instance_url(&self, n: usize, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.ports[n].0)
+        self.instances[n]
+            .as_ref()
+            .expect("instance n runs")
+            .url(path)
+    }
+
+    /// One command on haproxy's runtime API, and its answer.
+    async fn runtime_api(&self, command: &str) -> std::io::Result<String> {
+        let mut stream = UnixStream::connect(&self.runtime_api).await?;
+        stream.write_all(format!("{command}\n").as_bytes()).await?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await?;
+        Ok(answer)
     }
 
     fn front_url(&self, path: &str) -> String {
@@ -171,10 +207,9 @@ impl Fleet {
 
     /// haproxy's view of instance `n`: `UP`, `DOWN`, … (its stats CSV).
     async fn balancer_status(&self, n: usize) -> String {
-        let Ok(response) = self.client.get(&self.stats).send().await else {
+        let Ok(csv) = self.runtime_api("show stat").await else {
             return "no haproxy".into();
         };
-        let csv = response.text().await.unwrap_or_default();
         let mut lines = csv.lines();
         let header: Vec<&str> = lines
             .next()
@@ -210,8 +245,9 @@ impl Fleet {
         }
     }
 
-    /// SIGTERM to instance `n`, wait for it to exit 0, start it again on
-    /// the same ports, wait until haproxy sends to it again.
+    /// SIGTERM to instance `n`, wait for it to exit 0, start it again (on
+    /// new ports), point haproxy's server `items{n}` at them, wait until
+    /// haproxy sends to it again.
     async fn restart(&mut self, n: usize) -> Duration {
         let started = Instant::now();
         let mut instance = self.instances[n].take().unwrap();
@@ -219,17 +255,32 @@ impl Fleet {
         let status = instance.wait(Duration::from_secs(40)).await;
         assert!(status.success(), "items{n} exited with {status:?}");
         drop(instance);
-        let (port, admin) = self.ports[n];
-        self.instances[n] = Some(start_instance(port, admin, &self.settings).await);
+        let instance = start_instance(&self.settings).await;
+        let port = instance.listening.address.port();
+        let moved = self
+            .runtime_api(&format!(
+                "set server items/items{n} addr 127.0.0.1 port {port}"
+            ))
+            .await
+            .unwrap();
+        assert!(moved.contains(&format!("to '{port}'")), "{moved}");
+        let checked = self
+            .runtime_api(&format!(
+                "set server items/items{n} check-port {}",
+                admin_port(&instance.listening)
+            ))
+            .await
+            .unwrap();
+        assert_eq!(checked.trim(), "", "{checked}");
+        self.instances[n] = Some(instance);
         self.wait_until_balanced(n, "UP").await;
         started.elapsed()
     }
 }
 
-async fn start_instance(port: u16, admin: u16, settings: &[(String, String)]) -> Service {
-    let admin = admin.to_string();
+async fn start_instance(settings: &[(String, String)]) -> Service {
     let mut all: Vec<(&str, &str)> = vec![
-        ("ADMIN_PORT", admin.as_str()),
+        ("ADMIN_PORT", "0"),
         ("TRUST_PROXY", "1"),
         ("SHUTDOWN_DRAIN_MS", DRAIN_MS),
     ];
@@ -238,7 +289,7 @@ async fn start_instance(port: u16, admin: u16, settings: &[(String, String)]) ->
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str())),
     );
-    Service::start_on(port, &all).await
+    Service::start(&all).await
 }
 
 async fn json_of(response: reqwest::Response) -> Value {

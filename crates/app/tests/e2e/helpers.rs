@@ -1,8 +1,15 @@
-//! Starting the built binary on a free port and stopping it.
+//! Starting the service on port 0 and learning the ports it got: in this
+//! process through the library ([`App`]), or the built binary as a process
+//! ([`Service`]) for what only a process shows (signals, exit statuses,
+//! `ulimit -n`, its log), which names its ports in its start-up line. No
+//! test picks a port itself, so tests running at once never race for one.
 
-use std::net::TcpListener;
+use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+use items_app::{Application, Config, Listening};
+use tokio::sync::oneshot;
 
 /// The binary under test, built by cargo for this test run.
 pub fn binary() -> Command {
@@ -46,18 +53,15 @@ fn without_settings(mut command: Command) -> Command {
     command
 }
 
-/// A port that was free a moment ago.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+/// Log settings under which the binary writes its start-up line (`info`,
+/// target `items_service`) and warnings, without a line per request.
+pub const START_UP_LINE_AND_WARNINGS: &str = "warn,items_service=info,items_service::request=warn";
 
 /// A running service process; killed on drop if the test did not stop it.
 pub struct Service {
     pub child: Child,
+    /// Where it listens, as its start-up line says.
+    pub listening: Listening,
     pub base: String,
     /// Holds `uploads/` and `service.log` (its stdout) for as long as the
     /// process that writes them.
@@ -72,56 +76,69 @@ impl Drop for Service {
 }
 
 impl Service {
-    /// Starts the binary on a free loopback port with these extra settings
-    /// and waits until it answers.
+    /// Starts the binary on loopback with `PORT=0` and these extra settings
+    /// (`ADMIN_PORT=0` for an admin listener), and waits for its start-up
+    /// line, which names the ports the system chose.
     pub async fn start(settings: &[(&str, &str)]) -> Self {
-        Self::launch(binary(), free_port(), settings).await
-    }
-
-    /// [`Service::start`] on this port (a restarted instance keeps its port).
-    #[allow(dead_code)] // used by some test modules only
-    pub async fn start_on(port: u16, settings: &[(&str, &str)]) -> Self {
-        Self::launch(binary(), port, settings).await
+        Self::launch(binary(), settings).await
     }
 
     /// Like [`Service::start`], with `command` as the process to start.
     #[allow(dead_code)] // used by some test modules only
     pub async fn start_command(command: Command, settings: &[(&str, &str)]) -> Self {
-        Self::launch(command, free_port(), settings).await
+        Self::launch(command, settings).await
     }
 
-    async fn launch(mut command: Command, port: u16, settings: &[(&str, &str)]) -> Self {
+    async fn launch(mut command: Command, settings: &[(&str, &str)]) -> Self {
         let files = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(files.path().join("service.log")).unwrap();
         command
             .env("HOST", "127.0.0.1")
-            .env("PORT", port.to_string())
+            .env("PORT", "0")
             .env("UPLOADS_DIR", files.path().join("uploads"))
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", START_UP_LINE_AND_WARNINGS)
             .envs(settings.iter().copied())
             .stdout(log)
             .stderr(Stdio::piped());
-        let child = command.spawn().unwrap();
-        let service = Self {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            files,
-        };
-        let client = reqwest::Client::new();
+        let mut child = command.spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
-        while client
-            .get(format!("{}/", service.base))
-            .send()
-            .await
-            .is_err()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the service did not start answering"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let listening = loop {
+            let log = std::fs::read_to_string(files.path().join("service.log")).unwrap();
+            if let Some(listening) = log.lines().find_map(Listening::from_log_line) {
+                break listening;
+            }
+            if child.try_wait().unwrap().is_some() {
+                let mut stderr = String::new();
+                child
+                    .stderr
+                    .take()
+                    .unwrap()
+                    .read_to_string(&mut stderr)
+                    .unwrap();
+                panic!("the service exited before it listened: {stderr}{log}");
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("no start-up line in 20 s: {log}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        Self {
+            child,
+            base: format!("http://{}", listening.address),
+            listening,
+            files,
         }
-        service
+    }
+
+    /// A URL on its admin listener (started with `ADMIN_PORT`).
+    #[allow(dead_code)] // used by some test modules only
+    pub fn admin_url(&self, path: &str) -> String {
+        let admin = self
+            .listening
+            .admin_address
+            .expect("started with ADMIN_PORT");
+        format!("http://{admin}{path}")
     }
 
     /// What the service has logged so far (its stdout), once a line
@@ -182,4 +199,62 @@ pub fn run_to_exit(settings: &[(&str, &str)], args: &[&str]) -> (ExitStatus, Str
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// The application built through the library in this process, on port 0
+/// (and on port 0 for the admin listener with `("ADMIN_PORT", "0")`), over
+/// its own uploads directory; stopped gracefully when dropped.
+pub struct App {
+    pub listening: Listening,
+    pub base: String,
+    stop: Option<oneshot::Sender<()>>,
+    _uploads: tempfile::TempDir,
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl App {
+    /// Builds and runs the application with these settings, named as their
+    /// environment variables (`RATE_LIMIT_MAX`) and passed as their flags
+    /// (`--rate-limit-max`, C1); the test's own environment is ignored.
+    pub async fn start(settings: &[(&str, &str)]) -> Self {
+        let uploads = tempfile::tempdir().unwrap();
+        let mut flags = vec![
+            "--host".into(),
+            "127.0.0.1".into(),
+            "--port".into(),
+            "0".into(),
+            "--uploads-dir".into(),
+            uploads.path().join("uploads").into_os_string(),
+        ];
+        for (variable, value) in settings {
+            flags.push(format!("--{}", variable.to_lowercase().replace('_', "-")).into());
+            flags.push(value.into());
+        }
+        let config = Config::from_flags(flags).unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let application = Application::build(&config, async {
+            let _ = stopped.await;
+        })
+        .await
+        .unwrap();
+        let listening = application.listening();
+        tokio::spawn(application.run_until_stopped());
+        Self {
+            base: format!("http://{}", listening.address),
+            listening,
+            stop: Some(stop),
+            _uploads: uploads,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
 }

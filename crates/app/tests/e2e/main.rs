@@ -1,5 +1,8 @@
-//! End-to-end tests of the `items-service` binary as a process: its exit
-//! statuses and messages (C1), and the whole item lifecycle over real HTTP.
+//! End-to-end tests of items-service: the application built through the
+//! library in this process where that is enough, and the `items-service`
+//! binary as a process for its signals, exit statuses, messages and log
+//! (C1), the item lifecycle over real HTTP, and the fleet. Every instance
+//! starts on port 0 and reports the ports it got.
 
 #![allow(clippy::unwrap_used)]
 
@@ -9,6 +12,7 @@ mod admin;
 mod browser;
 mod connections;
 mod fleet;
+mod library;
 mod lifecycle;
 mod operator;
 mod startup;

@@ -5,7 +5,8 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use items_adapters::postgres::scratch::test_database_url;
+use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
+use items_app::Listening;
 
 use crate::helpers::*;
 
@@ -51,15 +52,58 @@ fn an_unknown_option_exits_2_with_one_line_naming_it_and_pointing_to_help_c1() {
 }
 
 #[tokio::test]
-async fn the_start_up_line_names_the_store_and_the_address_it_listens_on() {
-    let service = Service::start(&[("RUST_LOG", "info")]).await;
+async fn the_start_up_line_names_the_store_and_the_ports_the_system_chose_for_port_0_c1_c11() {
+    let service = Service::start(&[("ADMIN_PORT", "0")]).await;
 
     let log = service.log_once_it_contains("listening").await;
 
     let line = log.lines().find(|line| line.contains("listening")).unwrap();
-    let address = service.base.trim_start_matches("http://");
-    assert!(line.contains(&format!("address={address}")), "{line}");
-    assert!(line.contains("store=memory"), "{line}");
+    let Listening {
+        address,
+        admin_address: Some(admin_address),
+    } = service.listening
+    else {
+        panic!("no admin address in {line}")
+    };
+    assert_ne!(address.port(), 0, "{line}");
+    assert_ne!(admin_address.port(), 0, "{line}");
+    assert!(
+        line.contains(&format!(
+            "listening address={address} admin_address={admin_address} store=memory"
+        )),
+        "{line}"
+    );
+    // The ports named are the ones served: the API on one, the probes on the other.
+    let client = reqwest::Client::new();
+    let root = client.get(service.url("/")).send().await.unwrap();
+    assert_eq!(root.status(), 200);
+    let live = client
+        .get(service.admin_url("/livez"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200);
+}
+
+#[tokio::test]
+async fn a_second_instance_on_a_migrated_database_logs_no_postgresql_notice() {
+    let url = test_database_url();
+    let database = ScratchDatabase::create(&url).await.unwrap();
+    let database_url = database.url();
+    let settings = [
+        ("DATABASE_URL", database_url.as_str()),
+        ("RUST_LOG", "info"),
+    ];
+    let first = Service::start(&settings).await;
+    let second = Service::start(&settings).await;
+
+    // The second instance finds the schema in place: PostgreSQL's notices
+    // about it ("already exists, skipping") are not the operator's business.
+    let log = second.log_once_it_contains("listening").await;
+
+    assert!(!log.contains("already exists"), "{log}");
+    drop((first, second));
+    database.drop().await;
 }
 
 #[test]

@@ -99,3 +99,34 @@ fn an_unusable_uploads_dir_exits_2_with_one_line_naming_it_c1_c5() {
     assert_eq!(status.code(), Some(2));
     assert_one_line_naming(&stderr, "UPLOADS_DIR");
 }
+
+#[test]
+fn every_start_up_failure_is_one_line_naming_the_program_once_c1() {
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().unwrap().port().to_string();
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let file = file.path().to_str().unwrap();
+    let uploads = tempfile::tempdir().unwrap();
+    let uploads = uploads.path().to_str().unwrap();
+    for (settings, exit) in [
+        (&[("PORT", "http")][..], 2),
+        (&[("UPLOADS_DIR", file)][..], 2),
+        (&[("REDIS_URL", "redis://:@")][..], 2),
+        (
+            &[("DATABASE_URL", "postgres://localhost:99999/items")][..],
+            2,
+        ),
+        (&[("HOST", "127.0.0.1"), ("PORT", &taken)][..], 1),
+        (&[("HOST", "192.0.2.1")][..], 1),
+    ] {
+        let mut all = vec![("PORT", "0"), ("UPLOADS_DIR", uploads)];
+        all.extend_from_slice(settings);
+
+        let (status, _, stderr) = run_to_exit(&all, &[]);
+
+        assert_eq!(status.code(), Some(exit), "{settings:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{settings:?}: {stderr:?}");
+        assert!(stderr.starts_with("items-service: "), "{stderr:?}");
+        assert_eq!(stderr.matches("items-service:").count(), 1, "{stderr:?}");
+    }
+}
