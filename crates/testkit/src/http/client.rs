@@ -65,6 +65,12 @@ impl Client {
         self.send(request).await
     }
 
+    /// POST of a `multipart/form-data` body (the upload routes, C5).
+    pub async fn post_form(&self, path: &str, form: reqwest::multipart::Form) -> Response {
+        self.send(self.request(Method::POST, path).multipart(form))
+            .await
+    }
+
     /// Creates an item, asserts 201, and returns its JSON.
     pub async fn create_item(&self, name: &str) -> Value {
         let response = self
