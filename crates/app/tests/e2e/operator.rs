@@ -5,7 +5,7 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use items_adapters::postgres::scratch::test_database_url;
+use items_testkit::postgres::test_database_url;
 
 use crate::helpers::*;
 
