@@ -19,7 +19,7 @@
 //!
 //! # Checking an adapter
 //!
-//! ```ignore
+//! ```text
 //! // tests/contract.rs of a crate with a `BTreeMap` adapter:
 //! items_testkit::contract_tests!(repositories btreemap = Repositories::new(
 //!     MapItems::default(), MapProducts::default(), MapUsers::seeded(),
@@ -63,7 +63,7 @@ pub trait Fixture: Sized {
 /// Declares every check of one contract as a `#[tokio::test]` in a module of
 /// its own, each on a fixture built afresh by `setup`:
 ///
-/// ```ignore
+/// ```text
 /// contract_tests!(repositories in_memory = Repositories::new(items, products, users));
 /// contract_tests!(repositories postgres = ScratchStore::create().await);
 /// contract_tests!(upload_store disk = DiskFixture::open());

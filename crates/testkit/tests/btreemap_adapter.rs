@@ -64,9 +64,7 @@ impl ItemRepository for MapItems {
     async fn list(&self, query: &ItemQuery) -> Result<ItemPage, RepositoryError> {
         let collection = self.read()?;
         let matches = |item: &Item| query.name.as_ref().is_none_or(|name| &item.name == name);
-        let limit = query
-            .limit
-            .map_or(usize::MAX, |limit| usize::from(limit.get()));
+        let limit = query.limit.map_or(usize::MAX, |limit| limit.get());
         let mut after = collection.items_after(query.after).filter(matches);
         let items: Vec<Item> = after.by_ref().take(limit).collect();
         let has_more = after.next().is_some();
