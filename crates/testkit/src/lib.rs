@@ -11,10 +11,12 @@
 //!
 //! Behind features, for the service's own tests (an outside adapter needs
 //! none of them):
-//! - `postgres`: [`postgres::ScratchDatabase`], a database per test;
-//! - `http`: [`http::TestServices`], [`http::TestApp`], [`http::Client`] and
-//!   [`http::assert_problem`], the HTTP edge over chosen stores;
-//! - `log` (on with either): [`init_test_log`], `TEST_LOG=1` shows tracing
+//! - `postgres`: `postgres::ScratchDatabase`, a database per test;
+//! - `http`: `http::TestServices`, `http::TestApp`, `http::Client` and
+//!   `http::assert_problem`, the HTTP edge over chosen stores; with
+//!   `postgres` too, `postgres::ScratchStore`, the service's PostgreSQL
+//!   store on a scratch database;
+//! - `log` (on with either): `init_test_log`, `TEST_LOG=1` shows tracing
 //!   output.
 //!
 //! # Checking an adapter
