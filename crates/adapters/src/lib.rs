@@ -12,4 +12,3 @@ pub mod http;
 pub mod memory;
 pub mod postgres;
 pub mod redis;
-pub mod tcp_proxy;

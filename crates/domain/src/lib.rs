@@ -8,8 +8,8 @@
 //!   ([`Name::parse`], [`Price::new`], [`Id::parse`]), so an entity that
 //!   exists is valid;
 //! - every port method documents, under `# Errors`, what each implementation
-//!   MUST return; the repository contract suite in the adapters crate tests
-//!   exactly that.
+//!   MUST return; the contract checks of `items-testkit` test exactly that,
+//!   for any adapter.
 
 pub mod defaults;
 pub mod entities;

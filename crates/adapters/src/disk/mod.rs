@@ -135,6 +135,8 @@ impl Drop for DiskPendingUpload {
     }
 }
 
+/// What only a disk store does; the upload-store contract every store
+/// obeys runs from `tests/contract` (the kit's `upload_store` checks).
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -148,52 +150,6 @@ mod tests {
             .collect();
         names.sort();
         names
-    }
-
-    #[tokio::test]
-    async fn a_committed_upload_holds_exactly_the_written_bytes_under_a_hex_name_c5() {
-        let directory = tempfile::tempdir().unwrap();
-        let store = DiskUploadStore::open(directory.path()).unwrap();
-
-        let mut upload = store.begin().await.unwrap();
-        upload.write(b"hello ").await.unwrap();
-        upload.write(b"world").await.unwrap();
-        let name = upload.commit().await.unwrap();
-
-        assert_eq!(listing(directory.path()), [name.as_str()]);
-        assert_eq!(
-            std::fs::read(directory.path().join(name.as_str())).unwrap(),
-            b"hello world"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_dropped_upload_leaves_nothing_behind_c5() {
-        let directory = tempfile::tempdir().unwrap();
-        let store = DiskUploadStore::open(directory.path()).unwrap();
-
-        let mut upload = store.begin().await.unwrap();
-        upload.write(&[7; 10_000]).await.unwrap();
-        assert_eq!(
-            listing(directory.path()).len(),
-            1,
-            "the temporary file exists while receiving"
-        );
-        drop(upload);
-
-        assert!(listing(directory.path()).is_empty());
-    }
-
-    #[tokio::test]
-    async fn remove_deletes_a_committed_file_and_ignores_a_missing_one() {
-        let directory = tempfile::tempdir().unwrap();
-        let store = DiskUploadStore::open(directory.path()).unwrap();
-        let name = store.begin().await.unwrap().commit().await.unwrap();
-
-        store.remove(&name).await.unwrap();
-        store.remove(&name).await.unwrap();
-
-        assert!(listing(directory.path()).is_empty());
     }
 
     #[test]

@@ -8,7 +8,6 @@
 
 mod items;
 mod products;
-pub mod scratch;
 mod users;
 
 use std::str::FromStr;

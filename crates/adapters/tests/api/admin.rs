@@ -11,7 +11,7 @@ use items_domain::{HealthCheck, RepositoryError, ports::MockHealthCheck};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::Value;
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 /// The process-wide recorder, installed once for every test of this binary,
 /// as the binary installs it (`crates/app/src/metrics.rs`).
@@ -198,7 +198,7 @@ async fn the_admin_listener_serves_nothing_else_c11() {
 
 #[actix_web::test]
 async fn the_public_port_keeps_exactly_the_spec_routes_c11() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for path in ["/livez", "/readyz", "/metrics"] {
         assert_problem(app.get(path).await, 404).await;
@@ -208,7 +208,7 @@ async fn the_public_port_keeps_exactly_the_spec_routes_c11() {
 #[actix_web::test]
 async fn request_durations_are_labelled_by_route_template_never_raw_path_c11() {
     let admin = spawn_admin(Vec::new()).await;
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let item = app.create_item("metered").await;
     let path = format!("/items/{}", item["id"]);
     assert_eq!(app.get(&path).await.status(), 200);
@@ -231,20 +231,14 @@ async fn request_durations_are_labelled_by_route_template_never_raw_path_c11() {
 #[actix_web::test]
 async fn uploaded_bytes_are_counted_c11() {
     let admin = spawn_admin(Vec::new()).await;
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let before = counter(&admin.metrics_text().await, "uploaded_bytes_total");
     let file = vec![b'x'; 1234];
     let form = reqwest::multipart::Form::new().part(
         "avatar",
         reqwest::multipart::Part::bytes(file).file_name("a.png"),
     );
-    let response = app
-        .client
-        .post(app.url("/profile"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
+    let response = app.post_form("/profile", form).await;
     assert_eq!(response.status(), 201);
 
     let after = counter(&admin.metrics_text().await, "uploaded_bytes_total");

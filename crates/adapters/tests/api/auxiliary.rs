@@ -5,13 +5,13 @@ use std::time::Duration;
 use items_adapters::http::{BodyLimits, HttpSettings};
 use serde_json::{Value, json};
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
 #[tokio::test]
 async fn the_root_greets_the_world_in_plain_text_c4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app.get("/").await;
 
@@ -22,7 +22,7 @@ async fn the_root_greets_the_world_in_plain_text_c4() {
 
 #[tokio::test]
 async fn hello_greets_a_named_person_c4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app.get("/hello?person=Ada%20Lovelace").await;
 
@@ -33,7 +33,7 @@ async fn hello_greets_a_named_person_c4() {
 
 #[tokio::test]
 async fn hello_without_person_answers_200_with_the_validation_errors_and_no_value_spec_7_c4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app.get("/hello").await;
 
@@ -47,7 +47,7 @@ async fn hello_without_person_answers_200_with_the_validation_errors_and_no_valu
 
 #[tokio::test]
 async fn hello_with_an_empty_person_reports_the_empty_value_spec_7_c4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app.get("/hello?person=").await;
 
@@ -60,7 +60,7 @@ async fn hello_with_an_empty_person_reports_the_empty_value_spec_7_c4() {
 
 #[tokio::test]
 async fn a_script_in_a_name_comes_back_as_inert_text_c4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let script = "<script>alert(1)</script>";
 
     let hello = app
@@ -86,7 +86,7 @@ async fn a_script_in_a_name_comes_back_as_inert_text_c4() {
 
 #[tokio::test]
 async fn data_is_the_fixed_sample_object_c4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app.get("/data").await;
 
@@ -99,7 +99,7 @@ async fn data_is_the_fixed_sample_object_c4() {
 
 #[tokio::test]
 async fn login_welcomes_the_username_from_a_urlencoded_form_c3_c4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app
         .post_raw(
@@ -116,7 +116,7 @@ async fn login_welcomes_the_username_from_a_urlencoded_form_c3_c4() {
 
 #[tokio::test]
 async fn login_without_a_username_is_a_400_problem_with_an_errors_entry_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for (body, value) in [
         ("", None),
@@ -139,7 +139,7 @@ async fn login_without_a_username_is_a_400_problem_with_an_errors_entry_c3() {
 
 #[tokio::test]
 async fn login_with_another_content_type_is_415_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app.post_json("/login", &json!({ "username": "ada" })).await;
 
@@ -155,7 +155,7 @@ async fn login_over_max_json_bytes_is_413_c3() {
         },
         ..test_settings()
     };
-    let app = spawn_app_with(settings, in_memory_services()).await;
+    let app = TestApp::spawn_with(settings, TestServices::in_memory()).await;
 
     let response = app
         .post_raw(
@@ -170,7 +170,7 @@ async fn login_over_max_json_bytes_is_413_c3() {
 
 #[tokio::test]
 async fn api_users_echoes_any_json_object_unchanged_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let body = r#"{"z":1,"a":[true,null,{"n":1.5}],"name":"ünïcode"}"#;
 
     let response = app.post_raw("/api/users", "application/json", body).await;
@@ -196,7 +196,7 @@ async fn api_users_echoes_any_json_object_unchanged_c3() {
 
 #[tokio::test]
 async fn api_users_refuses_what_every_json_route_refuses_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     assert_problem(
         app.post_raw("/api/users", "application/json", "[1,2]")

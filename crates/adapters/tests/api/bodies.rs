@@ -5,11 +5,11 @@ use std::time::Duration;
 use items_adapters::http::{BodyLimits, HttpSettings};
 use serde_json::{Value, json};
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 #[tokio::test]
 async fn a_json_body_needs_content_type_application_json_else_415_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let body = r#"{"name":"x"}"#;
 
     for content_type in [
@@ -45,7 +45,7 @@ async fn a_json_body_needs_content_type_application_json_else_415_c3() {
 
 #[tokio::test]
 async fn malformed_json_is_a_400_problem_c3_c6() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for body in [
         r#"{"name":"x""#,
@@ -65,7 +65,7 @@ async fn malformed_json_is_a_400_problem_c3_c6() {
 
 #[tokio::test]
 async fn a_body_that_is_not_a_json_object_is_a_400_problem_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for body in [r#"["x"]"#, r#""x""#, "42", "null", "true"] {
         let response = app.post_raw("/items", "application/json", body).await;
@@ -90,7 +90,7 @@ async fn a_body_over_max_json_bytes_is_a_413_problem_c3() {
         },
         ..test_settings()
     };
-    let app = spawn_app_with(settings, in_memory_services()).await;
+    let app = TestApp::spawn_with(settings, TestServices::in_memory()).await;
 
     let small = app
         .post_json("/items", &json!({ "name": "x".repeat(40) }))
@@ -127,7 +127,7 @@ async fn a_body_over_max_json_bytes_is_a_413_problem_c3() {
 
 #[tokio::test]
 async fn unknown_fields_are_ignored_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app
         .post_json("/items", &json!({ "name": "x", "colour": "red", "id": 77 }))
@@ -142,7 +142,7 @@ async fn unknown_fields_are_ignored_c3() {
 
 #[tokio::test]
 async fn names_that_break_the_rule_are_refused_with_an_errors_entry_c3_c6() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let too_long = "x".repeat(257);
 
     for (body, value) in [
@@ -174,7 +174,7 @@ async fn names_that_break_the_rule_are_refused_with_an_errors_entry_c3_c6() {
 
 #[tokio::test]
 async fn names_of_1_to_256_characters_are_kept_exactly_as_sent_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for name in [
         "x",
@@ -197,7 +197,7 @@ async fn names_of_1_to_256_characters_are_kept_exactly_as_sent_c3() {
 
 #[tokio::test]
 async fn duplicate_keys_are_refused_rather_than_silently_picked_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app
         .post_raw("/items", "application/json", r#"{"name":"a","name":"b"}"#)

@@ -3,13 +3,13 @@
 use reqwest::Method;
 use serde_json::json;
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 const ORIGIN: &str = "http://elsewhere.test:8080";
 
 #[tokio::test]
 async fn every_response_to_a_request_with_origin_allows_any_origin_without_credentials_c8() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("one").await;
 
     let requests = [
@@ -44,7 +44,7 @@ async fn every_response_to_a_request_with_origin_allows_any_origin_without_crede
 
 #[tokio::test]
 async fn browsers_may_read_the_headers_that_matter_c8() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app
         .request(Method::GET, "/items")
@@ -74,7 +74,7 @@ async fn browsers_may_read_the_headers_that_matter_c8() {
 
 #[tokio::test]
 async fn a_preflight_gets_204_with_methods_requested_headers_and_max_age_c8() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for (path, method, route_methods) in [
         ("/items", "POST", &["GET", "HEAD", "POST"][..]),
@@ -115,7 +115,7 @@ async fn a_preflight_gets_204_with_methods_requested_headers_and_max_age_c8() {
 
 #[tokio::test]
 async fn a_preflight_for_a_method_no_route_has_is_still_a_2xx_the_browser_then_refuses_c8() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app
         .request(Method::OPTIONS, "/items/1")

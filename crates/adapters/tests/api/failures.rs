@@ -1,17 +1,17 @@
 //! When things go wrong: an unreachable store (503, nothing internal sent,
 //! C6) and a client that sends its body too slowly (408).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use items_adapters::http::{BodyLimits, HttpSettings, Services};
+use items_adapters::http::{BodyLimits, HttpSettings};
+use items_domain::RepositoryError;
 use items_domain::ports::{MockItemRepository, MockProductRepository, MockUserRepository};
-use items_domain::{ItemService, ProductService, RepositoryError, UserService};
+use items_testkit::Repositories;
 use reqwest::Method;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 const SECRET: &str = "connection to postgres://admin:hunter2@10.0.0.5/db refused";
 
@@ -33,18 +33,12 @@ fn unavailable_services() -> TestServices {
     products.expect_create().returning(|_, _| Err(failure()));
     let mut users = MockUserRepository::new();
     users.expect_list().returning(|| Err(failure()));
-    with_uploads(|uploads| Services {
-        items: ItemService::new(Arc::new(items)),
-        products: ProductService::new(Arc::new(products)),
-        users: UserService::new(Arc::new(users)),
-        uploads,
-        rate_limits: local_rate_limits(),
-    })
+    TestServices::over(Repositories::new(items, products, users))
 }
 
 #[tokio::test]
 async fn an_unreachable_store_gives_503_with_retry_after_and_no_internal_detail_c6() {
-    let app = spawn_app_with(test_settings(), unavailable_services()).await;
+    let app = TestApp::spawn(unavailable_services()).await;
 
     let responses = [
         app.get("/items").await,
@@ -81,7 +75,7 @@ async fn an_unreachable_store_gives_503_with_retry_after_and_no_internal_detail_
 
 #[tokio::test]
 async fn routes_that_need_no_store_keep_answering_when_it_is_down() {
-    let app = spawn_app_with(test_settings(), unavailable_services()).await;
+    let app = TestApp::spawn(unavailable_services()).await;
 
     assert_eq!(app.get("/").await.status(), 200);
     assert_eq!(app.get("/products/1").await.status(), 200);
@@ -100,7 +94,7 @@ async fn a_body_that_arrives_too_slowly_is_cut_off_with_408() {
         },
         ..test_settings()
     };
-    let app = spawn_app_with(settings, in_memory_services()).await;
+    let app = TestApp::spawn_with(settings, TestServices::in_memory()).await;
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
         .await
         .unwrap();

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 /// Slow connections opened at once by the slowloris tests (issue 10).
 const SLOW_CLIENTS: usize = 500;
@@ -103,7 +103,7 @@ async fn app_with_short_body_timers() -> TestApp {
         },
         ..defaults
     };
-    spawn_app_with(settings, in_memory_services()).await
+    TestApp::spawn_with(settings, TestServices::in_memory()).await
 }
 
 /// Opens `count` connections, each having sent `start` and nothing more.
@@ -131,7 +131,7 @@ async fn assert_all_dropped_by_the_server(streams: Vec<TcpStream>, limit: Durati
 
 #[tokio::test]
 async fn five_hundred_slow_heads_do_not_stop_a_normal_client_being_served() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let slow = open_slow_connections(&app, SLOW_CLIENTS, b"GET / HTTP/1.1\r\nHost: slow\r\n").await;
 
     assert_still_serving(&app).await;
@@ -152,12 +152,12 @@ async fn five_hundred_slow_bodies_do_not_stop_a_normal_client_being_served() {
     assert_all_dropped_by_the_server(slow, Duration::from_secs(15)).await;
     assert_still_serving(&app).await;
     // The stalled uploads had started files: none is left.
-    assert_eq!(std::fs::read_dir(app.uploads.path()).unwrap().count(), 0);
+    assert_eq!(std::fs::read_dir(app.uploads()).unwrap().count(), 0);
 }
 
 #[tokio::test]
 async fn very_long_urls_and_headers_are_refused_with_a_4xx_or_a_closed_connection() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let long = "a".repeat(200_000);
     let many_headers: String = (0..200).map(|n| format!("X-H{n}: v\r\n")).collect();
     let cases = [
@@ -188,7 +188,7 @@ async fn very_long_urls_and_headers_are_refused_with_a_4xx_or_a_closed_connectio
 
 #[tokio::test]
 async fn deeply_nested_json_is_a_400_not_a_stack_overflow_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     // 50,000 levels, inside MAX_JSON_BYTES: serde_json stops at 128.
     let depth = 50_000;
     let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
@@ -226,7 +226,7 @@ fn chunked(path: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
 
 #[tokio::test]
 async fn chunked_bodies_without_a_length_over_max_json_bytes_are_413_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let over = 102_400 + 1;
     let json = format!("{{\"name\":\"{}\"}}", "n".repeat(over));
     let form = format!("username={}", "u".repeat(over));
@@ -270,7 +270,7 @@ async fn assert_nothing_smuggled(app: &TestApp) {
 
 #[tokio::test]
 async fn content_length_with_transfer_encoding_is_refused_and_the_connection_closed() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     for (what, head) in [
         (
             "CL then TE",
@@ -295,7 +295,7 @@ async fn content_length_with_transfer_encoding_is_refused_and_the_connection_clo
 
 #[tokio::test]
 async fn two_content_lengths_are_refused_and_the_connection_closed() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     for (what, lengths) in [
         ("differing", "Content-Length: 14\r\nContent-Length: 0\r\n"),
         ("equal", "Content-Length: 14\r\nContent-Length: 14\r\n"),

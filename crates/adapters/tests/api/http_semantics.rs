@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 const GET_ROUTES: [&str; 9] = [
     "/",
@@ -20,7 +20,7 @@ const GET_ROUTES: [&str; 9] = [
 
 #[tokio::test]
 async fn every_get_route_answers_head_with_the_same_headers_and_no_body_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("one").await;
 
     for path in GET_ROUTES {
@@ -43,7 +43,7 @@ async fn every_get_route_answers_head_with_the_same_headers_and_no_body_c7() {
 
 #[tokio::test]
 async fn options_answers_204_with_the_methods_of_the_route_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for (path, allow) in [
         ("/", "GET, HEAD, OPTIONS"),
@@ -60,7 +60,7 @@ async fn options_answers_204_with_the_methods_of_the_route_c7() {
 
 #[tokio::test]
 async fn another_method_on_a_known_path_is_405_with_allow_and_a_problem_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for (method, path, allow) in [
         (Method::PATCH, "/items/1", "GET, HEAD, PUT, DELETE, OPTIONS"),
@@ -76,7 +76,7 @@ async fn another_method_on_a_known_path_is_405_with_allow_and_a_problem_c7() {
 
 #[tokio::test]
 async fn an_unknown_path_is_a_404_problem_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for path in ["/nope", "/items/1/extra", "/v1/items"] {
         assert_problem(app.get(path).await, 404).await;
@@ -85,7 +85,7 @@ async fn an_unknown_path_is_a_404_problem_c7() {
 
 #[tokio::test]
 async fn get_responses_carry_a_strong_etag_and_if_none_match_gives_304_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("one").await;
 
     for path in GET_ROUTES {
@@ -118,7 +118,7 @@ async fn get_responses_carry_a_strong_etag_and_if_none_match_gives_304_c7() {
 
 #[tokio::test]
 async fn the_etag_changes_when_the_item_changes_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("one").await;
     let before = header(&app.get("/items/1").await, "etag");
 
@@ -136,7 +136,7 @@ async fn the_etag_changes_when_the_item_changes_c7() {
 
 #[tokio::test]
 async fn put_with_the_current_if_match_tag_replaces_the_item_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("one").await;
     let tag = header(&app.get("/items/1").await, "etag");
 
@@ -157,7 +157,7 @@ async fn put_with_the_current_if_match_tag_replaces_the_item_c7() {
 
 #[tokio::test]
 async fn a_put_answer_carries_the_new_tag_that_a_get_sends_and_the_next_if_match_accepts_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("one").await;
 
     let replaced = app.put_json("/items/1", &json!({ "name": "two" })).await;
@@ -178,7 +178,7 @@ async fn a_put_answer_carries_the_new_tag_that_a_get_sends_and_the_next_if_match
 
 #[tokio::test]
 async fn put_with_a_stale_if_match_tag_is_412_and_changes_nothing_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("one").await;
     let stale = header(&app.get("/items/1").await, "etag");
     app.put_json("/items/1", &json!({ "name": "two" })).await;
@@ -201,7 +201,7 @@ async fn put_with_a_stale_if_match_tag_is_412_and_changes_nothing_c7() {
 
 #[tokio::test]
 async fn put_with_if_match_star_needs_the_item_to_exist_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("one").await;
 
     let existing = app
@@ -226,7 +226,7 @@ async fn put_with_if_match_star_needs_the_item_to_exist_c7() {
 
 #[tokio::test]
 async fn every_response_carries_nosniff_c4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let responses = [
         app.get("/").await,
@@ -248,7 +248,7 @@ async fn every_response_carries_nosniff_c4() {
 
 #[tokio::test]
 async fn an_empty_if_match_sets_no_condition_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("one").await;
 
     let response = app

@@ -4,11 +4,11 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 #[tokio::test]
 async fn creating_an_item_returns_201_with_the_item_and_its_location_spec_4_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app.post_json("/items", &json!({ "name": "first" })).await;
 
@@ -23,7 +23,7 @@ async fn creating_an_item_returns_201_with_the_item_and_its_location_spec_4_c7()
 
 #[tokio::test]
 async fn ids_count_up_from_one_and_are_never_reused_after_a_delete_c2() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("a").await;
     app.create_item("b").await;
 
@@ -36,7 +36,7 @@ async fn ids_count_up_from_one_and_are_never_reused_after_a_delete_c2() {
 
 #[tokio::test]
 async fn reading_an_item_returns_it_spec_4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("one").await;
 
     let response = app.get("/items/1").await;
@@ -50,7 +50,7 @@ async fn reading_an_item_returns_it_spec_4() {
 
 #[tokio::test]
 async fn reading_an_unknown_item_is_404_item_not_found_as_plain_text_spec_7_c4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app.get("/items/42").await;
 
@@ -64,7 +64,7 @@ async fn reading_an_unknown_item_is_404_item_not_found_as_plain_text_spec_7_c4()
 
 #[tokio::test]
 async fn path_ids_that_are_not_base_10_integers_name_no_item_c2() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("one").await;
 
     for id in [
@@ -103,7 +103,7 @@ async fn path_ids_that_are_not_base_10_integers_name_no_item_c2() {
 
 #[tokio::test]
 async fn replacing_an_item_returns_the_path_id_and_the_new_name_spec_4_rule_1() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("old").await;
 
     let response = app
@@ -123,7 +123,7 @@ async fn replacing_an_item_returns_the_path_id_and_the_new_name_spec_4_rule_1() 
 
 #[tokio::test]
 async fn replacing_an_unknown_item_is_404_and_creates_nothing_spec_7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app.put_json("/items/5", &json!({ "name": "ghost" })).await;
 
@@ -137,7 +137,7 @@ async fn replacing_an_unknown_item_is_404_and_creates_nothing_spec_7() {
 
 #[tokio::test]
 async fn a_put_body_is_validated_before_the_id_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app.put_json("/items/5", &json!({ "name": "" })).await;
 
@@ -147,7 +147,7 @@ async fn a_put_body_is_validated_before_the_id_c3() {
 
 #[tokio::test]
 async fn deleting_returns_204_whether_or_not_the_item_existed_spec_4_rule_2() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     app.create_item("doomed").await;
 
     let first = app.delete("/items/1").await;
@@ -161,7 +161,7 @@ async fn deleting_returns_204_whether_or_not_the_item_existed_spec_4_rule_2() {
 
 #[tokio::test]
 async fn listing_returns_every_item_ordered_by_id_spec_4_c10() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     for name in ["a", "b", "c"] {
         app.create_item(name).await;
     }
@@ -178,10 +178,10 @@ async fn listing_returns_every_item_ordered_by_id_spec_4_c10() {
 
 #[tokio::test]
 async fn a_thousand_concurrent_creates_get_a_thousand_distinct_ids_and_all_are_listed_c2() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let creates = (0..1000).map(|n| {
-        let client = app.client.clone();
+        let client = app.http.clone();
         let url = app.url("/items");
         tokio::spawn(async move {
             let response = client

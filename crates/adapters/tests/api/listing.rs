@@ -2,10 +2,10 @@
 
 use serde_json::Value;
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 async fn app_with_items(names: &[&str]) -> TestApp {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     for name in names {
         app.create_item(name).await;
     }
@@ -214,7 +214,7 @@ async fn the_streamed_listing_has_a_tag_that_changes_exactly_when_its_bytes_do_c
 
 #[tokio::test]
 async fn an_empty_collection_streams_an_empty_array_c10() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app.get("/items").await;
 

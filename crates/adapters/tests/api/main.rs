@@ -4,8 +4,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod helpers;
-
 mod admin;
 mod auxiliary;
 mod bodies;

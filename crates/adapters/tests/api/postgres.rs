@@ -3,67 +3,38 @@
 //! database goes away.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use items_adapters::http::Services;
-use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
-use items_adapters::postgres::{DEFAULT_POOL_SIZE, PostgresStore};
-use items_adapters::tcp_proxy::TcpProxy;
-use items_domain::{ItemService, ProductService, UserService};
+use items_testkit::Fixture;
+use items_testkit::postgres::{ScratchStore, test_database_url};
+use items_testkit::tcp_proxy::TcpProxy;
 use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::postgres::PgConnectOptions;
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 /// A server over PostgreSQL repositories in a scratch database.
 struct PostgresApp {
     app: TestApp,
-    store: PostgresStore,
-    database: ScratchDatabase,
+    scratch: ScratchStore,
 }
 
 impl PostgresApp {
+    async fn spawn(scratch: ScratchStore) -> Self {
+        let app = TestApp::spawn(TestServices::postgres(&scratch.store)).await;
+        Self { app, scratch }
+    }
+
     async fn finish(self) {
         drop(self.app);
-        self.store.close().await;
-        self.database.drop().await;
-    }
-}
-
-async fn spawn_app_on_postgres(
-    connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions,
-) -> PostgresApp {
-    let url = test_database_url();
-    let database = ScratchDatabase::create(&url)
-        .await
-        .expect("a scratch database");
-    let store = PostgresStore::connect(
-        connect(&database),
-        DEFAULT_POOL_SIZE,
-        Duration::from_secs(5),
-    )
-    .await
-    .expect("connects");
-    let services = with_uploads(|uploads| Services {
-        items: ItemService::new(Arc::new(store.items())),
-        products: ProductService::new(Arc::new(store.products())),
-        users: UserService::new(Arc::new(store.users())),
-        uploads,
-        rate_limits: local_rate_limits(),
-    });
-    let app = spawn_app_with(test_settings(), services).await;
-    PostgresApp {
-        app,
-        store,
-        database,
+        self.scratch.teardown().await;
     }
 }
 
 #[tokio::test]
 async fn the_item_lifecycle_over_postgres_matches_the_spec_c2_c7_c10() {
-    let postgres = spawn_app_on_postgres(ScratchDatabase::options).await;
+    let postgres = PostgresApp::spawn(ScratchStore::create().await).await;
     let app = &postgres.app;
 
     for name in ["a", "b", "a"] {
@@ -117,7 +88,7 @@ async fn the_item_lifecycle_over_postgres_matches_the_spec_c2_c7_c10() {
 
 #[tokio::test]
 async fn products_and_users_over_postgres_c4() {
-    let postgres = spawn_app_on_postgres(ScratchDatabase::options).await;
+    let postgres = PostgresApp::spawn(ScratchStore::create().await).await;
     let app = &postgres.app;
 
     let created = app
@@ -137,7 +108,7 @@ async fn products_and_users_over_postgres_c4() {
 
 #[tokio::test]
 async fn concurrent_creates_over_postgres_get_distinct_ids_c2() {
-    let postgres = spawn_app_on_postgres(ScratchDatabase::options).await;
+    let postgres = PostgresApp::spawn(ScratchStore::create().await).await;
     let app = &postgres.app;
 
     let creates: Vec<_> = (0..300)
@@ -188,8 +159,10 @@ async fn a_lost_database_gives_503_and_the_service_recovers_by_itself_without_lo
     };
     let proxy = TcpProxy::start(target).await;
     let port = proxy.port();
-    let postgres =
-        spawn_app_on_postgres(|database| database.options().host("127.0.0.1").port(port)).await;
+    let scratch =
+        ScratchStore::connect_with(|database| database.options().host("127.0.0.1").port(port))
+            .await;
+    let postgres = PostgresApp::spawn(scratch).await;
     let app = &postgres.app;
     app.create_item("before the cut").await;
 

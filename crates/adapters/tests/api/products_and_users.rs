@@ -2,11 +2,11 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 #[tokio::test]
 async fn users_are_the_two_read_only_users_of_c4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app.get("/users").await;
 
@@ -19,7 +19,7 @@ async fn users_are_the_two_read_only_users_of_c4() {
 
 #[tokio::test]
 async fn creating_a_product_returns_201_with_location_and_numbers_as_sent_c3_c7() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let first = app
         .post_json("/products", &json!({ "name": "pen", "price": 1.25 }))
@@ -48,7 +48,7 @@ async fn creating_a_product_returns_201_with_location_and_numbers_as_sent_c3_c7(
 
 #[tokio::test]
 async fn a_price_must_be_a_finite_number_of_zero_or_more_c3() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for (price, value) in [
         (json!("9.99"), Some(json!("9.99"))),
@@ -75,7 +75,7 @@ async fn a_price_must_be_a_finite_number_of_zero_or_more_c3() {
 
 #[tokio::test]
 async fn every_invalid_product_field_is_reported_at_once_c6() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let response = app
         .post_json("/products", &json!({ "name": "", "price": -1 }))
@@ -93,7 +93,7 @@ async fn every_invalid_product_field_is_reported_at_once_c6() {
 
 #[tokio::test]
 async fn a_product_id_path_answers_the_cors_message_for_any_id_c4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for id in ["1", "999", "abc"] {
         let response = app.get(&format!("/products/{id}")).await;
@@ -107,7 +107,7 @@ async fn a_product_id_path_answers_the_cors_message_for_any_id_c4() {
 
 #[tokio::test]
 async fn product_ids_count_up_from_one_c2() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for expected in 1..=3 {
         let created: Value = app

@@ -6,7 +6,7 @@ use std::time::Duration;
 use items_adapters::http::{HttpSettings, RateLimitSettings};
 use reqwest::{Method, Response};
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 async fn limited_app(max: u32, window: Duration, trust_proxy: u32) -> TestApp {
     let settings = HttpSettings {
@@ -17,7 +17,7 @@ async fn limited_app(max: u32, window: Duration, trust_proxy: u32) -> TestApp {
         },
         ..test_settings()
     };
-    spawn_app_with(settings, in_memory_services()).await
+    TestApp::spawn_with(settings, TestServices::in_memory()).await
 }
 
 fn number(response: &Response, name: &str) -> u64 {
@@ -226,7 +226,7 @@ async fn with_two_trusted_proxies_the_second_entry_from_the_right_is_the_client_
 
 #[tokio::test]
 async fn rate_limit_max_0_turns_limiting_off_c1_c9() {
-    let app = spawn_app().await; // test_settings(): RATE_LIMIT_MAX=0
+    let app = TestApp::in_memory().await; // test_settings(): RATE_LIMIT_MAX=0
 
     for _ in 0..300 {
         let response = app.get("/").await;

@@ -15,7 +15,7 @@ use items_adapters::memory::InMemoryRateLimitStore;
 use items_adapters::redis::RedisRateLimitStore;
 use items_domain::{Gcra, RateLimitStore, RateLimiter};
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 const REDIS: &str = "redis://127.0.0.1:6379/";
 
@@ -45,9 +45,11 @@ async fn app_over(budgets: RateLimiter, max: u32) -> TestApp {
         },
         ..test_settings()
     };
-    let mut services = in_memory_services();
-    services.services.rate_limits = budgets;
-    spawn_app_with(settings, services).await
+    TestApp::spawn_with(
+        settings,
+        TestServices::in_memory().with_rate_limits(budgets),
+    )
+    .await
 }
 
 /// Redis must answer: a missing one is a failure of the test environment,

@@ -4,15 +4,16 @@
 //! haproxy missing is a failure, never a skip: `scripts/install-test-deps.sh`
 //! installs it.
 
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpListener};
 use std::num::NonZeroU32;
+use std::os::fd::OwnedFd;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use items_adapters::http::{HttpSettings, RateLimitSettings};
 use reqwest::Method;
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 /// A haproxy process in the foreground, killed when dropped.
 struct Haproxy {
@@ -28,25 +29,21 @@ impl Drop for Haproxy {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// haproxy on a free loopback port in front of `backend_port`, appending
-/// `X-Forwarded-For` (`option forwardfor`) as a production proxy would.
+/// haproxy in front of `backend_port`, appending `X-Forwarded-For`
+/// (`option forwardfor`) as a production proxy would. Its front socket is
+/// bound here, on a port the OS chose, and handed over as haproxy's stdin
+/// (`bind fd@0`): no port is picked and then hoped to be still free.
+/// Connections wait in the socket's backlog until haproxy accepts them.
 fn start_haproxy(backend_port: u16) -> Haproxy {
-    let port = free_port();
+    let front = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let port = front.local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("haproxy.cfg");
     std::fs::write(
         &config,
         format!(
             "defaults\n  mode http\n  timeout connect 2s\n  timeout client 10s\n  timeout server 10s\n\
-             frontend public\n  bind 127.0.0.1:{port}\n  option forwardfor\n  default_backend service\n\
+             frontend public\n  bind fd@0\n  option forwardfor\n  default_backend service\n\
              backend service\n  server app 127.0.0.1:{backend_port}\n"
         ),
     )
@@ -55,19 +52,12 @@ fn start_haproxy(backend_port: u16) -> Haproxy {
         .arg("-db")
         .arg("-f")
         .arg(&config)
+        .stdin(OwnedFd::from(front))
         .stdout(Stdio::null())
         .spawn()
         .unwrap_or_else(|error| {
             panic!("haproxy could not start ({error}): run scripts/install-test-deps.sh")
         });
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "haproxy did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
     Haproxy {
         child,
         port,
@@ -85,13 +75,13 @@ async fn behind_haproxy_with_trust_proxy_1_forged_forwarded_entries_meet_one_bud
         },
         ..test_settings()
     };
-    let app = spawn_app_with(settings, in_memory_services()).await;
+    let app = TestApp::spawn_with(settings, TestServices::in_memory()).await;
     let proxy = start_haproxy(app.port);
 
     let mut statuses = Vec::new();
     for i in 1..=6 {
         let response = app
-            .client
+            .http
             .request(Method::GET, format!("http://127.0.0.1:{}/", proxy.port))
             .header("x-forwarded-for", format!("10.0.0.{i}, 198.51.100.{i}"))
             .send()

@@ -8,7 +8,7 @@ use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-use crate::helpers::*;
+use items_testkit::http::*;
 
 fn listing(directory: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(directory)
@@ -33,15 +33,6 @@ fn is_stored_name(name: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-async fn post_form(app: &TestApp, path: &str, form: Form) -> reqwest::Response {
-    app.client
-        .post(app.url(path))
-        .multipart(form)
-        .send()
-        .await
-        .expect("answered")
-}
-
 async fn small_file_app(max_file_bytes: u64) -> TestApp {
     let settings = HttpSettings {
         upload_limits: UploadLimits {
@@ -50,18 +41,18 @@ async fn small_file_app(max_file_bytes: u64) -> TestApp {
         },
         ..test_settings()
     };
-    spawn_app_with(settings, in_memory_services()).await
+    TestApp::spawn_with(settings, TestServices::in_memory()).await
 }
 
 #[tokio::test]
 async fn an_avatar_is_stored_under_a_random_name_with_its_exact_bytes_c4_c5() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let bytes: Vec<u8> = (0..=255u8).cycle().take(100_000).collect();
     let form = Form::new()
         .text("nickname", "ada")
         .part("avatar", file("me.png", bytes.clone()));
 
-    let response = post_form(&app, "/profile", form).await;
+    let response = app.post_form("/profile", form).await;
 
     assert_eq!(response.status(), 201);
     let body: Value = response.json().await.unwrap();
@@ -75,16 +66,13 @@ async fn an_avatar_is_stored_under_a_random_name_with_its_exact_bytes_c4_c5() {
             "fields": { "nickname": "ada" }
         })
     );
-    assert_eq!(listing(app.uploads.path()), [stored.as_str()]);
-    assert_eq!(
-        std::fs::read(app.uploads.path().join(&stored)).unwrap(),
-        bytes
-    );
+    assert_eq!(listing(app.uploads()), [stored.as_str()]);
+    assert_eq!(std::fs::read(app.uploads().join(&stored)).unwrap(), bytes);
 }
 
 #[tokio::test]
 async fn twelve_photos_are_accepted_with_their_text_fields_c5() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let mut form = Form::new()
         .text("album", "trip")
         .text("tag", "a")
@@ -96,7 +84,7 @@ async fn twelve_photos_are_accepted_with_their_text_fields_c5() {
         );
     }
 
-    let response = post_form(&app, "/photos/upload", form).await;
+    let response = app.post_form("/photos/upload", form).await;
 
     assert_eq!(response.status(), 201);
     let body: Value = response.json().await.unwrap();
@@ -111,38 +99,37 @@ async fn twelve_photos_are_accepted_with_their_text_fields_c5() {
         assert_eq!(file["originalname"], format!("p{n}.png"));
         assert_eq!(file["size"], 1000 + n);
         assert_eq!(
-            std::fs::read(app.uploads.path().join(stored)).unwrap(),
+            std::fs::read(app.uploads().join(stored)).unwrap(),
             vec![n as u8; 1000 + n]
         );
     }
-    assert_eq!(listing(app.uploads.path()).len(), 12);
+    assert_eq!(listing(app.uploads()).len(), 12);
 }
 
 #[tokio::test]
 async fn a_thirteenth_photo_is_refused_and_nothing_is_stored_c5() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let mut form = Form::new();
     for n in 0..13u8 {
         form = form.part("photos", file("p.png", vec![n; 5000]));
     }
 
-    let response = post_form(&app, "/photos/upload", form).await;
+    let response = app.post_form("/photos/upload", form).await;
 
     assert_problem(response, 400).await;
-    assert!(listing(app.uploads.path()).is_empty());
+    assert!(listing(app.uploads()).is_empty());
 }
 
 #[tokio::test]
 async fn refused_uploads_leave_the_directory_unchanged_c5_c6() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     // One accepted upload first, so "unchanged" is not merely "empty".
-    post_form(
-        &app,
+    app.post_form(
         "/profile",
         Form::new().part("avatar", file("kept.png", vec![1; 10])),
     )
     .await;
-    let before = listing(app.uploads.path());
+    let before = listing(app.uploads());
 
     let cases: Vec<(&str, Form, u16)> = vec![
         ("/profile", Form::new().text("nickname", "no file"), 400),
@@ -173,10 +160,10 @@ async fn refused_uploads_leave_the_directory_unchanged_c5_c6() {
         ),
     ];
     for (path, form, status) in cases {
-        let response = post_form(&app, path, form).await;
+        let response = app.post_form(path, form).await;
         assert_problem(response, status).await;
         assert_eq!(
-            listing(app.uploads.path()),
+            listing(app.uploads()),
             before,
             "after a refused POST {path}"
         );
@@ -187,29 +174,29 @@ async fn refused_uploads_leave_the_directory_unchanged_c5_c6() {
 async fn a_file_over_max_file_bytes_is_a_413_the_client_reads_and_nothing_stays_c5() {
     let app = small_file_app(1000).await;
 
-    let exact = post_form(
-        &app,
-        "/profile",
-        Form::new().part("avatar", file("ok.png", vec![0; 1000])),
-    )
-    .await;
+    let exact = app
+        .post_form(
+            "/profile",
+            Form::new().part("avatar", file("ok.png", vec![0; 1000])),
+        )
+        .await;
     assert_eq!(exact.status(), 201);
-    let before = listing(app.uploads.path());
+    let before = listing(app.uploads());
 
     // The first photo is fine and already written when the second one
     // overflows: it must go too.
     let form = Form::new()
         .part("photos", file("ok.png", vec![1; 500]))
         .part("photos", file("big.png", vec![2; 300_000]));
-    let response = post_form(&app, "/photos/upload", form).await;
+    let response = app.post_form("/photos/upload", form).await;
 
     assert_problem(response, 413).await;
-    assert_eq!(listing(app.uploads.path()), before);
+    assert_eq!(listing(app.uploads()), before);
 }
 
 #[tokio::test]
 async fn a_body_that_is_not_multipart_is_415_c5() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for (path, content_type) in [
         ("/profile", "application/json"),
@@ -224,12 +211,12 @@ async fn a_body_that_is_not_multipart_is_415_c5() {
         .await
         .unwrap();
     assert_problem(bare, 415).await;
-    assert!(listing(app.uploads.path()).is_empty());
+    assert!(listing(app.uploads()).is_empty());
 }
 
 #[tokio::test]
 async fn a_malformed_multipart_body_is_400_and_leaves_nothing_c5() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let body = "--XYZ\r\nContent-Disposition: form-data; name=\"avatar\"; filename=\"a.png\"\r\n\r\nsome bytes but no closing boundary";
 
     let response = app
@@ -237,27 +224,27 @@ async fn a_malformed_multipart_body_is_400_and_leaves_nothing_c5() {
         .await;
 
     assert_problem(response, 400).await;
-    assert!(listing(app.uploads.path()).is_empty());
+    assert!(listing(app.uploads()).is_empty());
 }
 
 #[tokio::test]
 async fn the_client_file_name_is_reported_never_used_as_a_path_c4() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let form = Form::new().part("avatar", file("../../etc/passwd", b"not really".to_vec()));
 
-    let response = post_form(&app, "/profile", form).await;
+    let response = app.post_form("/profile", form).await;
 
     assert_eq!(response.status(), 201);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["file"]["originalname"], "../../etc/passwd");
     let stored = body["file"]["filename"].as_str().unwrap();
     assert!(is_stored_name(stored));
-    assert_eq!(listing(app.uploads.path()), [stored]);
+    assert_eq!(listing(app.uploads()), [stored]);
 }
 
 #[tokio::test]
 async fn a_client_that_disconnects_mid_upload_leaves_nothing_behind_c5() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
         .await
         .unwrap();
@@ -271,21 +258,21 @@ async fn a_client_that_disconnects_mid_upload_leaves_nothing_behind_c5() {
     stream.write_all(&vec![9u8; 300_000]).await.unwrap();
     // Wait until the server has started writing the file, then vanish.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while listing(app.uploads.path()).is_empty() && Instant::now() < deadline {
+    while listing(app.uploads()).is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(
-        !listing(app.uploads.path()).is_empty(),
+        !listing(app.uploads()).is_empty(),
         "the upload was being written"
     );
     drop(stream);
 
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !listing(app.uploads.path()).is_empty() {
+    while !listing(app.uploads()).is_empty() {
         assert!(
             Instant::now() < deadline,
             "left behind: {:?}",
-            listing(app.uploads.path())
+            listing(app.uploads())
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -293,10 +280,10 @@ async fn a_client_that_disconnects_mid_upload_leaves_nothing_behind_c5() {
 
 #[tokio::test]
 async fn concurrent_uploads_do_not_collide_c5() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     let uploads = (0..20u8).map(|n| {
-        let client = app.client.clone();
+        let client = app.http.clone();
         let url = app.url("/profile");
         tokio::spawn(async move {
             let form = Form::new().part("avatar", file("same-name.png", vec![n; 20_000]));
@@ -317,10 +304,10 @@ async fn concurrent_uploads_do_not_collide_c5() {
         stored.push(upload.await.unwrap());
     }
 
-    assert_eq!(listing(app.uploads.path()).len(), 20);
+    assert_eq!(listing(app.uploads()).len(), 20);
     for (n, name) in stored {
         assert_eq!(
-            std::fs::read(app.uploads.path().join(name)).unwrap(),
+            std::fs::read(app.uploads().join(name)).unwrap(),
             vec![n; 20_000]
         );
     }
@@ -328,7 +315,7 @@ async fn concurrent_uploads_do_not_collide_c5() {
 
 #[tokio::test]
 async fn multipart_bodies_the_parser_rejects_get_400_never_a_dropped_connection_c5() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
 
     for (path, content_type, body) in [
         ("/photos/upload", "multipart/form-data", ""),
@@ -346,17 +333,17 @@ async fn multipart_bodies_the_parser_rejects_get_400_never_a_dropped_connection_
     }
     // The worker that parsed them is still serving.
     assert_eq!(app.get("/").await.status(), 200);
-    assert!(listing(app.uploads.path()).is_empty());
+    assert!(listing(app.uploads()).is_empty());
 }
 
 #[tokio::test]
 async fn text_fields_that_are_not_utf8_are_echoed_with_replacement_characters_c5() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     let form = Form::new()
         .part("note", Part::bytes(vec![b'o', b'k', 0xff, 0xfe]))
         .part("avatar", file("a.png", vec![1; 10]));
 
-    let response = post_form(&app, "/profile", form).await;
+    let response = app.post_form("/profile", form).await;
 
     assert_eq!(response.status(), 201);
     assert_eq!(
@@ -368,15 +355,15 @@ async fn text_fields_that_are_not_utf8_are_echoed_with_replacement_characters_c5
 /// An app with one accepted upload already stored (so "unchanged" is not
 /// merely "empty"), and the directory's listing at that point.
 async fn app_with_one_upload() -> (TestApp, Vec<String>) {
-    let app = spawn_app().await;
-    let kept = post_form(
-        &app,
-        "/profile",
-        Form::new().part("avatar", file("kept.png", vec![1; 10])),
-    )
-    .await;
+    let app = TestApp::in_memory().await;
+    let kept = app
+        .post_form(
+            "/profile",
+            Form::new().part("avatar", file("kept.png", vec![1; 10])),
+        )
+        .await;
     assert_eq!(kept.status(), 201);
-    let before = listing(app.uploads.path());
+    let before = listing(app.uploads());
     (app, before)
 }
 
@@ -396,18 +383,22 @@ async fn a_repeated_text_name_cannot_carry_more_than_1_mib_of_text_c5() {
     let (app, before) = app_with_one_upload().await;
     // 20 values of 60,000 bytes under one name: each value is within 64 KiB,
     // the names are one, but together they are 1.2 MB.
-    let response = post_form(&app, "/profile", avatar_then_texts("tag", 20, 60_000)).await;
+    let response = app
+        .post_form("/profile", avatar_then_texts("tag", 20, 60_000))
+        .await;
 
     let body = assert_problem(response, 413).await;
     assert!(body["detail"].as_str().unwrap().contains("together"));
-    assert_eq!(listing(app.uploads.path()), before);
+    assert_eq!(listing(app.uploads()), before);
 }
 
 #[tokio::test]
 async fn text_values_up_to_1_mib_together_are_echoed_c5() {
-    let app = spawn_app().await;
+    let app = TestApp::in_memory().await;
     // 16 values of exactly 64 KiB: 1 MiB of text, the most a form may carry.
-    let response = post_form(&app, "/profile", avatar_then_texts("tag", 16, 64 * 1024)).await;
+    let response = app
+        .post_form("/profile", avatar_then_texts("tag", 16, 64 * 1024))
+        .await;
 
     assert_eq!(response.status(), 201);
     let body: Value = response.json().await.unwrap();
@@ -423,14 +414,18 @@ async fn text_values_up_to_1_mib_together_are_echoed_c5() {
 async fn a_form_of_1001_parts_is_refused_however_small_they_are_c5() {
     let (app, before) = app_with_one_upload().await;
     // The avatar and 1,000 empty text parts under one name.
-    let response = post_form(&app, "/profile", avatar_then_texts("t", 1000, 0)).await;
+    let response = app
+        .post_form("/profile", avatar_then_texts("t", 1000, 0))
+        .await;
 
     let body = assert_problem(response, 413).await;
     assert!(body["detail"].as_str().unwrap().contains("1000 parts"));
-    assert_eq!(listing(app.uploads.path()), before);
+    assert_eq!(listing(app.uploads()), before);
 
     // 1,000 parts in all is still a form.
-    let response = post_form(&app, "/profile", avatar_then_texts("t", 999, 0)).await;
+    let response = app
+        .post_form("/profile", avatar_then_texts("t", 999, 0))
+        .await;
     assert_eq!(response.status(), 201);
 }
 
@@ -438,15 +433,15 @@ async fn a_form_of_1001_parts_is_refused_however_small_they_are_c5() {
 async fn one_text_value_of_64_kib_and_one_byte_is_refused_c5() {
     let (app, before) = app_with_one_upload().await;
 
-    let response = post_form(
-        &app,
-        "/photos/upload",
-        Form::new()
-            .part("photos", file("p.png", vec![3; 1000]))
-            .text("note", "n".repeat(64 * 1024 + 1)),
-    )
-    .await;
+    let response = app
+        .post_form(
+            "/photos/upload",
+            Form::new()
+                .part("photos", file("p.png", vec![3; 1000]))
+                .text("note", "n".repeat(64 * 1024 + 1)),
+        )
+        .await;
 
     assert_problem(response, 413).await;
-    assert_eq!(listing(app.uploads.path()), before);
+    assert_eq!(listing(app.uploads()), before);
 }

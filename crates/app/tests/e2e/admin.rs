@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
+use items_testkit::postgres::{ScratchDatabase, test_database_url};
 use serde_json::Value;
 
 use crate::helpers::*;

@@ -29,9 +29,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
-use items_adapters::tcp_proxy::TcpProxy;
 use items_app::Listening;
+use items_testkit::postgres::{ScratchDatabase, test_database_url};
+use items_testkit::tcp_proxy::TcpProxy;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};

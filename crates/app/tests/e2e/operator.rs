@@ -5,8 +5,8 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
 use items_app::Listening;
+use items_testkit::postgres::{ScratchDatabase, test_database_url};
 
 use crate::helpers::*;
 

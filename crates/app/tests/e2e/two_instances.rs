@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use items_adapters::postgres::scratch::{ScratchDatabase, test_database_url};
+use items_testkit::postgres::{ScratchDatabase, test_database_url};
 use serde_json::{Value, json};
 
 use crate::helpers::*;

@@ -1,11 +1,70 @@
-//! The checks, one per MUST of the ports.
+//! The repository contract: one check per MUST of the ports
+//! [`ItemRepository`], [`ProductRepository`] and [`UserRepository`].
+//!
+//! Every check takes fresh, empty [`Repositories`] (users seeded as C4 says)
+//! and panics, as a failed test does, when the adapter breaks the rule named
+//! in its name. Run them all with [`contract_tests!`](crate::contract_tests).
+
+// A check fails by panicking, as a test does: `unwrap` is its assertion that
+// the adapter answered.
+#![allow(clippy::unwrap_used)]
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use items_domain::{Id, Item, ItemQuery, Name, PageLimit, Price, Replaced};
+use items_domain::{
+    Id, Item, ItemQuery, ItemRepository, Name, PageLimit, Price, ProductRepository, Replaced,
+    UserRepository,
+};
 
-use crate::Repositories;
+use crate::Fixture;
+
+/// One adapter's repositories, as the checks use them.
+#[derive(Clone)]
+pub struct Repositories {
+    pub items: Arc<dyn ItemRepository>,
+    pub products: Arc<dyn ProductRepository>,
+    pub users: Arc<dyn UserRepository>,
+}
+
+impl Repositories {
+    /// Bundles an adapter's three repositories.
+    pub fn new(
+        items: impl ItemRepository + 'static,
+        products: impl ProductRepository + 'static,
+        users: impl UserRepository + 'static,
+    ) -> Self {
+        Self {
+            items: Arc::new(items),
+            products: Arc::new(products),
+            users: Arc::new(users),
+        }
+    }
+}
+
+impl std::fmt::Debug for Repositories {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Repositories").finish_non_exhaustive()
+    }
+}
+
+/// Repositories that need nothing undone after a test (in memory).
+impl Fixture for Repositories {}
+
+/// A store under test that can hand out [`Repositories`]: what
+/// `contract_tests!(repositories …)` builds once per check. Implement it
+/// (and [`Fixture::teardown`]) for a store that needs setting up, such as
+/// a database created for the test.
+pub trait RepositoryFixture: Fixture {
+    /// The store's repositories; every call shares the same data.
+    fn repositories(&self) -> Repositories;
+}
+
+impl RepositoryFixture for Repositories {
+    fn repositories(&self) -> Repositories {
+        self.clone()
+    }
+}
 
 fn name(raw: &str) -> Name {
     Name::parse(raw).unwrap()

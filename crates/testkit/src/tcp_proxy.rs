@@ -1,6 +1,6 @@
-//! Test support (like [`crate::postgres::scratch`]): a TCP proxy in front
-//! of a dependency (PostgreSQL, Redis) that a test can cut and restore, to
-//! show what the service does while the dependency is unreachable.
+//! A TCP proxy in front of a dependency (PostgreSQL, Redis) that a test can
+//! cut and restore, to show what an adapter does while the dependency is
+//! unreachable (`RepositoryError::Unavailable`) and that it recovers.
 
 use std::net::SocketAddr;
 

@@ -1,10 +1,13 @@
-//! Throwaway databases for tests and tooling: each test gets a database of
-//! its own, so tests run in parallel without seeing each other's rows.
+//! Throwaway PostgreSQL databases: each test gets a database of its own, so
+//! tests run in parallel without seeing each other's rows.
 
 use std::str::FromStr;
 
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, Executor};
+
+#[cfg(feature = "http")]
+pub use service_store::ScratchStore;
 
 /// The variable that names the PostgreSQL server tests may use.
 pub const TEST_DATABASE_URL: &str = "TEST_DATABASE_URL";
@@ -41,6 +44,7 @@ impl ScratchDatabase {
     /// # Errors
     /// When the server cannot be reached or refuses to create a database.
     pub async fn create(admin_url: &str) -> Result<Self, sqlx::Error> {
+        crate::init_test_log();
         let admin = PgConnectOptions::from_str(admin_url)?.disable_statement_logging();
         let mut random = [0u8; 8];
         getrandom::fill(&mut random).map_err(|error| sqlx::Error::Protocol(error.to_string()))?;
@@ -91,6 +95,73 @@ impl ScratchDatabase {
                 .execute(format!("drop database if exists \"{}\" with (force)", self.name).as_str())
                 .await;
             let _ = connection.close().await;
+        }
+    }
+}
+
+/// The service's own PostgreSQL store over a scratch database.
+#[cfg(feature = "http")]
+mod service_store {
+    use std::time::Duration;
+
+    use items_adapters::postgres::{DEFAULT_POOL_SIZE, PostgresStore};
+    use sqlx::postgres::PgConnectOptions;
+
+    use super::{ScratchDatabase, test_database_url};
+    use crate::{Fixture, Repositories, RepositoryFixture};
+
+    /// A migrated [`PostgresStore`] on a [`ScratchDatabase`] of the server
+    /// of [`test_database_url`]; [`Fixture::teardown`] closes the pool and
+    /// drops the database.
+    #[derive(Debug)]
+    pub struct ScratchStore {
+        pub store: PostgresStore,
+        pub database: ScratchDatabase,
+    }
+
+    impl ScratchStore {
+        /// Connects straight to a fresh scratch database.
+        ///
+        /// # Panics
+        /// When the server does not answer: a test never skips for want
+        /// of its database.
+        pub async fn create() -> Self {
+            Self::connect_with(ScratchDatabase::options).await
+        }
+
+        /// Connects to a fresh scratch database with the options `connect`
+        /// makes of it (through a [`TcpProxy`](crate::tcp_proxy::TcpProxy),
+        /// say).
+        ///
+        /// # Panics
+        /// As [`ScratchStore::create`].
+        pub async fn connect_with(
+            connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions,
+        ) -> Self {
+            let database = ScratchDatabase::create(&test_database_url())
+                .await
+                .expect("a scratch database on the test server");
+            let store = PostgresStore::connect(
+                connect(&database),
+                DEFAULT_POOL_SIZE,
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("connects and migrates");
+            Self { store, database }
+        }
+    }
+
+    impl Fixture for ScratchStore {
+        async fn teardown(self) {
+            self.store.close().await;
+            self.database.drop().await;
+        }
+    }
+
+    impl RepositoryFixture for ScratchStore {
+        fn repositories(&self) -> Repositories {
+            crate::http::postgres_repositories(&self.store)
         }
     }
 }

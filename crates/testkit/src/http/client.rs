@@ -1,0 +1,123 @@
+//! Typed requests to a running service, and the checks of its answers.
+
+use reqwest::{Method, RequestBuilder, Response};
+use serde_json::Value;
+
+/// A client of the service at `http://127.0.0.1:<port>`: a [`TestApp`](super::TestApp)'s,
+/// or a process an end-to-end test started. Each request helper panics when
+/// no answer comes, which fails the test.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// `http://127.0.0.1:<port>`, without a trailing slash.
+    pub address: String,
+    pub port: u16,
+    /// The underlying client, for requests the helpers do not cover.
+    pub http: reqwest::Client,
+}
+
+impl Client {
+    /// A client of the service listening on this loopback port.
+    pub fn at(port: u16) -> Self {
+        Self {
+            address: format!("http://127.0.0.1:{port}"),
+            port,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.address)
+    }
+
+    pub fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.http.request(method, self.url(path))
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.send(self.request(Method::GET, path)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Response {
+        self.send(self.request(Method::DELETE, path)).await
+    }
+
+    /// POST with a JSON body and `Content-Type: application/json`.
+    pub async fn post_json(&self, path: &str, body: &Value) -> Response {
+        self.send(self.request(Method::POST, path).json(body)).await
+    }
+
+    /// PUT with a JSON body and `Content-Type: application/json`.
+    pub async fn put_json(&self, path: &str, body: &Value) -> Response {
+        self.send(self.request(Method::PUT, path).json(body)).await
+    }
+
+    /// POST of raw bytes with the given content type.
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: impl Into<reqwest::Body>,
+    ) -> Response {
+        let request = self
+            .request(Method::POST, path)
+            .header("content-type", content_type)
+            .body(body);
+        self.send(request).await
+    }
+
+    /// POST of a `multipart/form-data` body (the upload routes, C5).
+    pub async fn post_form(&self, path: &str, form: reqwest::multipart::Form) -> Response {
+        self.send(self.request(Method::POST, path).multipart(form))
+            .await
+    }
+
+    /// Creates an item, asserts 201, and returns its JSON.
+    pub async fn create_item(&self, name: &str) -> Value {
+        let response = self
+            .post_json("/items", &serde_json::json!({ "name": name }))
+            .await;
+        assert_eq!(response.status(), 201, "creating {name:?}");
+        response.json().await.expect("created item is JSON")
+    }
+
+    async fn send(&self, request: RequestBuilder) -> Response {
+        request.send().await.expect("the service answers")
+    }
+}
+
+/// Asserts a problem document (C6) with this status (`type`, `status`, a
+/// title and a detail, as `application/problem+json`) and returns it.
+///
+/// # Panics
+/// When the response is not such a document.
+pub async fn assert_problem(response: Response, status: u16) -> Value {
+    assert_eq!(response.status(), status);
+    assert_eq!(
+        header(&response, "content-type"),
+        "application/problem+json"
+    );
+    let body: Value = response.json().await.expect("problem is JSON");
+    assert_eq!(body["type"], "about:blank");
+    assert_eq!(body["status"], status);
+    assert!(
+        body["title"]
+            .as_str()
+            .is_some_and(|title| !title.is_empty())
+    );
+    assert!(
+        body["detail"]
+            .as_str()
+            .is_some_and(|detail| !detail.is_empty())
+    );
+    body
+}
+
+/// The value of a response header, or "" when absent.
+pub fn header(response: &Response, name: &str) -> String {
+    response
+        .headers()
+        .get(name)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned()
+}

@@ -1,0 +1,77 @@
+//! The use cases a test server drives, built once per store.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use items_adapters::disk::DiskUploadStore;
+use items_adapters::http::Services;
+use items_adapters::memory::{
+    InMemoryItemRepository, InMemoryProductRepository, InMemoryRateLimitStore,
+    InMemoryUserRepository,
+};
+use items_adapters::postgres::PostgresStore;
+use items_domain::{ItemService, ProductService, RateLimiter, UploadService, UserService};
+use tempfile::TempDir;
+
+use crate::Repositories;
+
+/// [`Services`] over chosen repositories, uploads in a temporary directory
+/// of their own (deleted with this value, or with the [`TestApp`](super::TestApp)
+/// it is given to) and rate-limit budgets kept in this process.
+#[derive(Debug)]
+pub struct TestServices {
+    pub services: Services,
+    pub(super) uploads: TempDir,
+}
+
+impl TestServices {
+    /// Over fresh in-memory repositories, the service's default store.
+    pub fn in_memory() -> Self {
+        Self::over(Repositories::new(
+            InMemoryItemRepository::new(),
+            InMemoryProductRepository::new(),
+            InMemoryUserRepository::seeded(),
+        ))
+    }
+
+    /// Over the repositories of a PostgreSQL store.
+    pub fn postgres(store: &PostgresStore) -> Self {
+        Self::over(postgres_repositories(store))
+    }
+
+    /// Over any repositories: another adapter's, or mocks that fail.
+    ///
+    /// # Panics
+    /// When no temporary uploads directory can be made.
+    pub fn over(repositories: Repositories) -> Self {
+        let uploads = tempfile::tempdir().expect("a temporary directory");
+        let store = DiskUploadStore::open(uploads.path()).expect("the uploads directory opens");
+        Self {
+            services: Services {
+                items: ItemService::new(repositories.items),
+                products: ProductService::new(repositories.products),
+                users: UserService::new(repositories.users),
+                uploads: UploadService::new(Arc::new(store)),
+                rate_limits: RateLimiter::local(Arc::new(InMemoryRateLimitStore::default())),
+            },
+            uploads,
+        }
+    }
+
+    /// The same services with rate-limit budgets kept elsewhere (Redis).
+    #[must_use]
+    pub fn with_rate_limits(mut self, rate_limits: RateLimiter) -> Self {
+        self.services.rate_limits = rate_limits;
+        self
+    }
+
+    /// The directory uploads are stored in.
+    pub fn uploads(&self) -> &Path {
+        self.uploads.path()
+    }
+}
+
+/// The three repositories of a PostgreSQL store.
+pub(crate) fn postgres_repositories(store: &PostgresStore) -> Repositories {
+    Repositories::new(store.items(), store.products(), store.users())
+}

@@ -1,0 +1,158 @@
+//! The test kit of items-service: prove an adapter right against the ports
+//! of [`items_domain`], with the same checks the service's own adapters pass.
+//!
+//! - [`repositories`]: one check per MUST of `ItemRepository`,
+//!   `ProductRepository` and `UserRepository`;
+//! - [`uploads`]: one check per MUST of `UploadStore` and `PendingUpload`;
+//! - [`contract_tests!`]: every check of one contract as a `#[tokio::test]`,
+//!   for one adapter, in one line;
+//! - [`tcp_proxy`]: a proxy a test can cut, to see what an adapter does
+//!   while its store is unreachable.
+//!
+//! Behind features, for the service's own tests (an outside adapter needs
+//! none of them):
+//! - `postgres`: `postgres::ScratchDatabase`, a database per test;
+//! - `http`: `http::TestServices`, `http::TestApp`, `http::Client` and
+//!   `http::assert_problem`, the HTTP edge over chosen stores; with
+//!   `postgres` too, `postgres::ScratchStore`, the service's PostgreSQL
+//!   store on a scratch database;
+//! - `log` (on with either): `init_test_log`, `TEST_LOG=1` shows tracing
+//!   output.
+//!
+//! # Checking an adapter
+//!
+//! ```text
+//! // tests/contract.rs of a crate with a `BTreeMap` adapter:
+//! items_testkit::contract_tests!(repositories btreemap = Repositories::new(
+//!     MapItems::default(), MapProducts::default(), MapUsers::seeded(),
+//! ));
+//! ```
+//!
+//! A store that needs setting up and tearing down (a database per test)
+//! implements [`Fixture`] and [`RepositoryFixture`] and is built by an async
+//! expression: `contract_tests!(repositories postgres = Scratch::create().await)`.
+//! `crates/testkit/tests/btreemap_adapter.rs` is a whole adapter, written
+//! against the domain's public API only, that passes the kit.
+
+pub mod repositories;
+pub mod tcp_proxy;
+pub mod uploads;
+
+#[cfg(feature = "http")]
+pub mod http;
+#[cfg(feature = "log")]
+mod log;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+
+use std::future::Future;
+
+#[cfg(feature = "log")]
+pub use log::init_test_log;
+pub use repositories::{Repositories, RepositoryFixture};
+pub use uploads::UploadStoreFixture;
+
+/// What a check runs against, and what is undone after it.
+pub trait Fixture: Sized {
+    /// Undoes what building the fixture did (drops a scratch database, say).
+    /// [`contract_tests!`] calls it after every check, also after one that
+    /// failed. Nothing, unless overridden.
+    fn teardown(self) -> impl Future<Output = ()> {
+        async {}
+    }
+}
+
+/// Declares every check of one contract as a `#[tokio::test]` in a module of
+/// its own, each on a fixture built afresh by `setup`:
+///
+/// ```text
+/// contract_tests!(repositories in_memory = Repositories::new(items, products, users));
+/// contract_tests!(repositories postgres = ScratchStore::create().await);
+/// contract_tests!(upload_store disk = DiskFixture::open());
+/// ```
+///
+/// - `repositories`: `setup` is a [`RepositoryFixture`] (plain
+///   [`Repositories`] are one); the checks of [`repositories`] run.
+/// - `upload_store`: `setup` is an [`UploadStoreFixture`]; the checks of
+///   [`uploads`] run.
+///
+/// `setup` is written inside each async test, so it may `.await`, and it
+/// sees the items of the module the macro is called in. After the check,
+/// pass or fail, the fixture's [`Fixture::teardown`] runs. The calling
+/// crate needs `tokio` (features `macros` and `rt`) among its
+/// dev-dependencies.
+#[macro_export]
+macro_rules! contract_tests {
+    (repositories $module:ident = $setup:expr) => {
+        $crate::contract_tests!(@each $module, $setup, repositories,
+            |fixture| $crate::RepositoryFixture::repositories(&fixture), [
+            ids_start_at_1_and_count_up_c2,
+            ids_are_never_reused_after_a_delete_c2,
+            concurrent_creates_get_distinct_ids_and_none_is_lost_c2,
+            get_returns_the_stored_item_or_none,
+            replace_without_expectation_writes_or_reports_not_found,
+            replace_with_expectation_is_a_compare_and_swap_c7,
+            delete_reports_whether_the_item_existed,
+            list_returns_everything_in_id_order_with_the_total_c10,
+            list_pages_with_after_and_limit_and_says_when_more_follow_c10,
+            list_filters_by_exact_name_and_counts_all_matches_c10,
+            names_are_stored_exactly_c3,
+            products_get_counter_ids_and_keep_their_price_c2_c3,
+            users_are_the_two_seeded_users_c4,
+            totals_stay_exact_under_concurrent_creates_and_deletes_c10,
+            every_write_changes_the_listing_version_c7_c10,
+            the_full_listing_streams_every_item_in_id_order_c10,
+            a_write_during_a_listing_never_mixes_into_it_c7_c10,
+        ]);
+    };
+    (upload_store $module:ident = $setup:expr) => {
+        $crate::contract_tests!(@each $module, $setup, uploads, |fixture| &fixture, [
+            a_committed_upload_holds_exactly_the_written_bytes_under_its_name_c4_c5,
+            a_dropped_upload_leaves_nothing_behind_c5,
+            each_commit_gets_a_new_name_and_keeps_the_others_c4,
+            remove_deletes_a_committed_file_and_ignores_a_missing_one,
+        ]);
+    };
+    (@each $module:ident, $setup:expr, $contract:ident, |$fixture:ident| $argument:expr,
+        [$($check:ident),* $(,)?]) => {
+        mod $module {
+            #[allow(unused_imports)] // `setup` may name nothing of the caller's
+            use super::*;
+            $(
+                #[::tokio::test]
+                async fn $check() {
+                    let $fixture = $setup;
+                    let outcome =
+                        $crate::__private::catch_unwind($crate::$contract::$check($argument)).await;
+                    $crate::__private::finish($fixture, outcome).await;
+                }
+            )*
+        }
+    };
+}
+
+/// What [`contract_tests!`] expands to calls; not part of the kit's API.
+#[doc(hidden)]
+pub mod __private {
+    use std::future::Future;
+    use std::panic::AssertUnwindSafe;
+
+    use futures_util::FutureExt;
+
+    use crate::Fixture;
+
+    /// Runs a check, catching its panic so the fixture is still torn down.
+    pub fn catch_unwind(
+        check: impl Future<Output = ()>,
+    ) -> impl Future<Output = std::thread::Result<()>> {
+        AssertUnwindSafe(check).catch_unwind()
+    }
+
+    /// Tears the fixture down, then fails the test if the check did.
+    pub async fn finish(fixture: impl Fixture, outcome: std::thread::Result<()>) {
+        fixture.teardown().await;
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The upload-store contract: the MUST sentences of
+//! [`UploadStore`] and [`PendingUpload`](items_domain::PendingUpload) (C4, C5).
+//!
+//! The port has no way to read a file back, so the checks look at the store
+//! through [`UploadStoreFixture::contents`]: everything the store holds right
+//! now, committed or not. Run them all with
+//! [`contract_tests!`](crate::contract_tests).
+
+// A check fails by panicking, as a test does: `unwrap` is its assertion that
+// the store answered.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use items_domain::UploadStore;
+
+use crate::Fixture;
+
+/// A store under test, and a look behind its port: what
+/// `contract_tests!(upload_store …)` builds once per check.
+pub trait UploadStoreFixture: Fixture {
+    /// The store, empty when the check starts.
+    fn store(&self) -> &dyn UploadStore;
+
+    /// Every file the store holds now, by the name it is held under, with
+    /// its bytes: committed files and anything kept while receiving (a disk
+    /// store's temporary files), so a check can see what is left behind.
+    fn contents(&self) -> impl Future<Output = BTreeMap<String, Vec<u8>>> + Send;
+}
+
+/// C5: a committed file holds exactly the bytes written, in order, under
+/// the name `commit` returned (32 hex characters, C4), and nothing else is
+/// left.
+pub async fn a_committed_upload_holds_exactly_the_written_bytes_under_its_name_c4_c5(
+    fixture: &impl UploadStoreFixture,
+) {
+    let mut upload = fixture.store().begin().await.unwrap();
+    upload.write(b"hello ").await.unwrap();
+    upload.write(b"").await.unwrap();
+    upload.write(b"world").await.unwrap();
+    let name = upload.commit().await.unwrap();
+
+    let contents = fixture.contents().await;
+
+    assert_eq!(
+        contents,
+        BTreeMap::from([(name.as_str().to_owned(), b"hello world".to_vec())])
+    );
+}
+
+/// C5: a request that fails leaves nothing behind: dropping a pending
+/// upload removes every byte written.
+pub async fn a_dropped_upload_leaves_nothing_behind_c5(fixture: &impl UploadStoreFixture) {
+    let mut upload = fixture.store().begin().await.unwrap();
+    upload.write(&[7; 10_000]).await.unwrap();
+
+    drop(upload);
+
+    assert_eq!(fixture.contents().await, BTreeMap::new());
+}
+
+/// C4: every commit gets a name of its own, so one upload never replaces
+/// another.
+pub async fn each_commit_gets_a_new_name_and_keeps_the_others_c4(
+    fixture: &impl UploadStoreFixture,
+) {
+    let mut names = Vec::new();
+    for byte in 0..3u8 {
+        let mut upload = fixture.store().begin().await.unwrap();
+        upload.write(&[byte]).await.unwrap();
+        names.push(upload.commit().await.unwrap());
+    }
+
+    let contents = fixture.contents().await;
+
+    let expected: BTreeMap<String, Vec<u8>> = names
+        .iter()
+        .zip(0..3u8)
+        .map(|(name, byte)| (name.as_str().to_owned(), vec![byte]))
+        .collect();
+    assert_eq!(contents, expected);
+}
+
+/// `remove` undoes a commit, and removing a name that is not there is no
+/// error (a partly committed request is undone file by file, C5).
+pub async fn remove_deletes_a_committed_file_and_ignores_a_missing_one(
+    fixture: &impl UploadStoreFixture,
+) {
+    let store = fixture.store();
+    let name = store.begin().await.unwrap().commit().await.unwrap();
+
+    store.remove(&name).await.unwrap();
+    store.remove(&name).await.unwrap();
+
+    assert_eq!(fixture.contents().await, BTreeMap::new());
+}

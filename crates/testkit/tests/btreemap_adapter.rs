@@ -1,0 +1,222 @@
+//! An adapter written as a stranger would write one: only `items_domain`'s
+//! public API, a `BTreeMap` behind a lock, and the kit's one line at the end
+//! that runs every repository check against it. `docs/architecture.md`
+//! ("Write your own adapter") walks through it.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use async_trait::async_trait;
+use futures_util::stream;
+use items_domain::{
+    Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Price, Product,
+    ProductRepository, Replaced, RepositoryError, User, UserRepository,
+};
+use items_testkit::Repositories;
+
+/// How many items one batch of a full listing holds.
+const BATCH: usize = 1000;
+
+/// The items, the counter ids come from (C2), and a version that every
+/// write bumps (C7, C10).
+#[derive(Debug, Default)]
+struct Collection {
+    items: BTreeMap<Id, Name>,
+    last_id: i64,
+    version: u64,
+}
+
+impl Collection {
+    fn items_after(&self, after: Option<Id>) -> impl Iterator<Item = Item> + '_ {
+        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+        self.items
+            .range((start, Bound::Unbounded))
+            .map(|(id, name)| Item {
+                id: *id,
+                name: name.clone(),
+            })
+    }
+}
+
+/// Items in a `BTreeMap` keyed by id, so every listing is in id order.
+#[derive(Debug, Clone, Default)]
+pub struct MapItems(Arc<RwLock<Collection>>);
+
+impl MapItems {
+    // A poisoned lock means a writer panicked halfway: report the store as
+    // unavailable rather than serve what it left.
+    fn read(&self) -> Result<RwLockReadGuard<'_, Collection>, RepositoryError> {
+        self.0.read().map_err(|_| poisoned())
+    }
+
+    fn write(&self) -> Result<RwLockWriteGuard<'_, Collection>, RepositoryError> {
+        self.0.write().map_err(|_| poisoned())
+    }
+}
+
+fn poisoned() -> RepositoryError {
+    RepositoryError::unavailable("the map's lock is poisoned")
+}
+
+#[async_trait]
+impl ItemRepository for MapItems {
+    async fn list(&self, query: &ItemQuery) -> Result<ItemPage, RepositoryError> {
+        let collection = self.read()?;
+        let matches = |item: &Item| query.name.as_ref().is_none_or(|name| &item.name == name);
+        let limit = query.limit.map_or(usize::MAX, |limit| limit.get());
+        let mut after = collection.items_after(query.after).filter(matches);
+        let items: Vec<Item> = after.by_ref().take(limit).collect();
+        let has_more = after.next().is_some();
+        let total = collection.items_after(None).filter(matches).count() as u64;
+        Ok(ItemPage {
+            items,
+            total,
+            has_more,
+        })
+    }
+
+    /// Each batch is read under the lock on its own, so a listing never
+    /// holds the map; a write in between changes the version, and the
+    /// listing then ends with an error rather than mix two versions.
+    async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
+        let (version, total) = {
+            let collection = self.read()?;
+            (collection.version, collection.items.len() as u64)
+        };
+        let items = self.clone();
+        let batches = stream::unfold(Some(None), move |after: Option<Option<Id>>| {
+            let items = items.clone();
+            async move {
+                let after = after?;
+                let batch: ItemBatch = items.read().and_then(|collection| {
+                    if collection.version == version {
+                        Ok(collection.items_after(after).take(BATCH).collect())
+                    } else {
+                        Err(RepositoryError::unavailable("a write ended the listing"))
+                    }
+                });
+                match batch {
+                    Ok(batch) if batch.is_empty() => None,
+                    // A full batch may have more after it; a short one is the last.
+                    Ok(batch) => {
+                        let next = (batch.len() == BATCH).then(|| batch.last().map(|item| item.id));
+                        Some((Ok(batch), next))
+                    }
+                    Err(error) => Some((Err(error), None)),
+                }
+            }
+        });
+        Ok(ItemListing {
+            version,
+            total,
+            batches: Box::pin(batches),
+        })
+    }
+
+    async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {
+        let collection = self.read()?;
+        Ok(collection.items.get(&id).map(|name| Item {
+            id,
+            name: name.clone(),
+        }))
+    }
+
+    async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
+        let mut collection = self.write()?;
+        collection.last_id += 1;
+        collection.version += 1;
+        let id = Id::new(collection.last_id);
+        collection.items.insert(id, name.clone());
+        Ok(Item { id, name })
+    }
+
+    async fn replace(
+        &self,
+        item: &Item,
+        expected: Option<Name>,
+    ) -> Result<Replaced, RepositoryError> {
+        let mut collection = self.write()?;
+        let Some(current) = collection.items.get_mut(&item.id) else {
+            return Ok(Replaced::NotFound);
+        };
+        if expected.is_some_and(|expected| *current != expected) {
+            return Ok(Replaced::Changed);
+        }
+        *current = item.name.clone();
+        collection.version += 1;
+        Ok(Replaced::Yes)
+    }
+
+    async fn delete(&self, id: Id) -> Result<bool, RepositoryError> {
+        let mut collection = self.write()?;
+        let existed = collection.items.remove(&id).is_some();
+        if existed {
+            collection.version += 1;
+        }
+        Ok(existed)
+    }
+}
+
+/// Products in a `BTreeMap` keyed by id.
+#[derive(Debug, Default)]
+pub struct MapProducts(RwLock<BTreeMap<Id, Product>>);
+
+#[async_trait]
+impl ProductRepository for MapProducts {
+    async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
+        let products = self.0.read().map_err(|_| poisoned())?;
+        Ok(products.values().cloned().collect())
+    }
+
+    async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
+        let mut products = self.0.write().map_err(|_| poisoned())?;
+        // Products are never deleted, so the highest id is the counter.
+        let last = products.keys().next_back().map_or(0, |id| id.get());
+        let product = Product {
+            id: Id::new(last + 1),
+            name,
+            price,
+        };
+        products.insert(product.id, product.clone());
+        Ok(product)
+    }
+}
+
+/// The two users every store starts with (C4).
+#[derive(Debug)]
+pub struct MapUsers(BTreeMap<Id, User>);
+
+impl MapUsers {
+    pub fn seeded() -> Self {
+        let user = |id, name: &str| {
+            (
+                Id::new(id),
+                User {
+                    id: Id::new(id),
+                    name: name.to_owned(),
+                },
+            )
+        };
+        Self(BTreeMap::from([user(1, "John Doe"), user(2, "Jane Doe")]))
+    }
+}
+
+#[async_trait]
+impl UserRepository for MapUsers {
+    async fn list(&self) -> Result<Vec<User>, RepositoryError> {
+        Ok(self.0.values().cloned().collect())
+    }
+}
+
+/// A fresh store: empty maps, the two users.
+pub fn btreemap_repositories() -> Repositories {
+    Repositories::new(
+        MapItems::default(),
+        MapProducts::default(),
+        MapUsers::seeded(),
+    )
+}
+
+// Every repository check of the kit, each on a fresh store.
+items_testkit::contract_tests!(repositories btreemap = btreemap_repositories());
