@@ -21,24 +21,12 @@ async fn a_shutdown_turns_readyz_to_503_while_requests_are_still_served_c11() {
         ("SHUTDOWN_DRAIN_MS", "1500"),
     ])
     .await;
-    let client = reqwest::Client::new();
 
-    let ready = client
-        .get(service.admin_url("/readyz"))
-        .send()
-        .await
-        .unwrap();
+    let ready = service.admin().get("/readyz").await;
     assert_eq!(ready.status(), 200);
     let ready: Value = ready.json().await.unwrap();
     assert_eq!(ready["checks"]["database"], "ok");
-    let metrics = client
-        .get(service.admin_url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = service.admin().get("/metrics").await.text().await.unwrap();
     assert!(
         metrics.contains("database_pool_max_connections 3"),
         "{metrics}"
@@ -50,12 +38,7 @@ async fn a_shutdown_turns_readyz_to_503_while_requests_are_still_served_c11() {
     let signalled = Instant::now();
     // Readiness flips at once (the balancer's next check sees it)…
     loop {
-        let status = client
-            .get(service.admin_url("/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status();
+        let status = service.admin().get("/readyz").await.status();
         if status == 503 {
             break;
         }
@@ -66,7 +49,7 @@ async fn a_shutdown_turns_readyz_to_503_while_requests_are_still_served_c11() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // …while the public port keeps answering during the drain delay.
-    let during_drain = client.get(service.url("/items")).send().await.unwrap();
+    let during_drain = service.client.get("/items").await;
     assert_eq!(during_drain.status(), 200);
     assert!(signalled.elapsed() < Duration::from_millis(1500));
 
@@ -83,16 +66,7 @@ async fn a_shutdown_turns_readyz_to_503_while_requests_are_still_served_c11() {
 #[tokio::test]
 async fn without_an_admin_port_there_is_no_admin_listener_and_sigterm_exits_at_once_c11() {
     let mut service = Service::start(&[]).await;
-    let client = reqwest::Client::new();
-    assert_eq!(
-        client
-            .get(service.url("/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        404
-    );
+    assert_eq!(service.client.get("/readyz").await.status(), 404);
 
     service.terminate();
     let signalled = Instant::now();

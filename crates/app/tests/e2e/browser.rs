@@ -159,7 +159,8 @@ async fn a_page_on_another_origin_can_call_the_service_and_read_its_headers_c8_c
     assert_chromium_installed();
     let service = App::start(&[("RATE_LIMIT_MAX", "1000")]).await;
     let limited = App::start(&[("RATE_LIMIT_MAX", "1"), ("RATE_LIMIT_WINDOW_MS", "60000")]).await;
-    let (page_port, mut reports) = serve_page(page(&service.base, &limited.base)).await;
+    let (page_port, mut reports) =
+        serve_page(page(&service.client.address, &limited.client.address)).await;
     let profile = tempfile::tempdir().unwrap();
 
     let _browser = open(&format!("http://127.0.0.1:{page_port}/"), profile.path());

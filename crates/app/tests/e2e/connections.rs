@@ -32,7 +32,7 @@ async fn served_within(base: &str, limit: Duration) -> bool {
 async fn after_a_flood_of_idle_connections_past_the_fd_limit_new_clients_are_served() {
     let mut service =
         Service::start_command(binary_with_fd_limit(FD_LIMIT), &[("RATE_LIMIT_MAX", "0")]).await;
-    let address = service.base.trim_start_matches("http://").to_owned();
+    let address = service.listening.address.to_string();
 
     // Each connection sends one keep-alive request and then stays idle; the
     // ones past the limit wait in the listen backlog.
@@ -45,7 +45,7 @@ async fn after_a_flood_of_idle_connections_past_the_fd_limit_new_clients_are_ser
             .unwrap();
         flood.push(stream);
     }
-    let served_during = served_within(&service.base, Duration::from_secs(2)).await;
+    let served_during = served_within(&service.client.address, Duration::from_secs(2)).await;
     // The flood did reach the limit: the process holds (nearly) all it may.
     let open = std::fs::read_dir(format!("/proc/{}/fd", service.child.id()))
         .unwrap()
@@ -58,7 +58,7 @@ async fn after_a_flood_of_idle_connections_past_the_fd_limit_new_clients_are_ser
     let stopped = Instant::now();
     let mut recovered = false;
     while !recovered && stopped.elapsed() < Duration::from_secs(20) {
-        recovered = served_within(&service.base, Duration::from_secs(2)).await;
+        recovered = served_within(&service.client.address, Duration::from_secs(2)).await;
     }
 
     assert!(

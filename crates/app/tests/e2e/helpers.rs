@@ -9,6 +9,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use items_app::{Application, Config, Listening};
+pub use items_testkit::http::Client;
 use tokio::sync::oneshot;
 
 /// The binary under test, built by cargo for this test run.
@@ -62,7 +63,8 @@ pub struct Service {
     pub child: Child,
     /// Where it listens, as its start-up line says.
     pub listening: Listening,
-    pub base: String,
+    /// The kit's typed client of its public listener.
+    pub client: Client,
     /// Holds `uploads/` and `service.log` (its stdout) for as long as the
     /// process that writes them.
     files: tempfile::TempDir,
@@ -125,20 +127,20 @@ impl Service {
         };
         Self {
             child,
-            base: format!("http://{}", listening.address),
+            client: Client::at(listening.address.port()),
             listening,
             files,
         }
     }
 
-    /// A URL on its admin listener (started with `ADMIN_PORT`).
+    /// A client of its admin listener (started with `ADMIN_PORT`).
     #[allow(dead_code)] // used by some test modules only
-    pub fn admin_url(&self, path: &str) -> String {
+    pub fn admin(&self) -> Client {
         let admin = self
             .listening
             .admin_address
             .expect("started with ADMIN_PORT");
-        format!("http://{admin}{path}")
+        Client::at(admin.port())
     }
 
     /// What the service has logged so far (its stdout), once a line
@@ -161,7 +163,7 @@ impl Service {
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+        self.client.url(path)
     }
 
     /// Sends SIGTERM (by `kill`, so the tests need no unsafe code).
@@ -206,7 +208,8 @@ pub fn run_to_exit(settings: &[(&str, &str)], args: &[&str]) -> (ExitStatus, Str
 /// its own uploads directory; stopped gracefully when dropped.
 pub struct App {
     pub listening: Listening,
-    pub base: String,
+    /// The kit's typed client of its public listener.
+    pub client: Client,
     stop: Option<oneshot::Sender<()>>,
     _uploads: tempfile::TempDir,
 }
@@ -247,7 +250,7 @@ impl App {
         let listening = application.listening();
         tokio::spawn(application.run_until_stopped());
         Self {
-            base: format!("http://{}", listening.address),
+            client: Client::at(listening.address.port()),
             listening,
             stop: Some(stop),
             _uploads: uploads,
@@ -255,6 +258,6 @@ impl App {
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+        self.client.url(path)
     }
 }

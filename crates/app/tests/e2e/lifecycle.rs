@@ -10,61 +10,22 @@ use crate::helpers::*;
 #[tokio::test]
 async fn the_binary_serves_the_item_lifecycle_and_exits_0_on_sigterm_c1() {
     let mut service = Service::start(&[]).await;
-    let client = reqwest::Client::new();
+    let client = &service.client;
 
-    let created: Value = client
-        .post(service.url("/items"))
-        .json(&json!({ "name": "e2e" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let created = client.create_item("e2e").await;
     assert_eq!(created, json!({ "id": 1, "name": "e2e" }));
-    let read: Value = client
-        .get(service.url("/items/1"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let read: Value = client.get("/items/1").await.json().await.unwrap();
     assert_eq!(read, created);
     let replaced = client
-        .put(service.url("/items/1"))
-        .json(&json!({ "name": "renamed" }))
-        .send()
-        .await
-        .unwrap();
+        .put_json("/items/1", &json!({ "name": "renamed" }))
+        .await;
     assert_eq!(replaced.status(), 200);
-    let listed: Value = client
-        .get(service.url("/items"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = client.get("/items").await.json().await.unwrap();
     assert_eq!(listed, json!([{ "id": 1, "name": "renamed" }]));
-    assert_eq!(
-        client
-            .delete(service.url("/items/1"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        204
-    );
-    assert_eq!(
-        client
-            .get(service.url("/items/1"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        404
-    );
+    assert_eq!(client.delete("/items/1").await.status(), 204);
+    let gone = client.get("/items/1").await;
+    assert_eq!(gone.status(), 404);
+    assert_eq!(gone.text().await.unwrap(), "Item not found");
 
     service.terminate();
     let status = service.wait(Duration::from_secs(35)).await;
@@ -75,7 +36,7 @@ async fn the_binary_serves_the_item_lifecycle_and_exits_0_on_sigterm_c1() {
 #[tokio::test]
 async fn a_request_in_flight_at_sigterm_is_finished_before_exit_0_c1() {
     let mut service = Service::start(&[]).await;
-    let address = service.base.trim_start_matches("http://").to_owned();
+    let address = service.listening.address.to_string();
     let body = r#"{"name":"late"}"#;
     let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
     // Send the head and half the body, then stop the service mid-request.

@@ -74,14 +74,9 @@ async fn the_start_up_line_names_the_store_and_the_ports_the_system_chose_for_po
         "{line}"
     );
     // The ports named are the ones served: the API on one, the probes on the other.
-    let client = reqwest::Client::new();
-    let root = client.get(service.url("/")).send().await.unwrap();
+    let root = service.client.get("/").await;
     assert_eq!(root.status(), 200);
-    let live = client
-        .get(service.admin_url("/livez"))
-        .send()
-        .await
-        .unwrap();
+    let live = service.admin().get("/livez").await;
     assert_eq!(live.status(), 200);
 }
 

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use items_testkit::postgres::{ScratchDatabase, test_database_url};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::helpers::*;
 
@@ -21,37 +21,17 @@ async fn two_instances_on_one_database_share_items_and_never_share_an_id_c2() {
     ];
     let first = App::start(&settings).await;
     let second = App::start(&settings).await;
-    let client = reqwest::Client::new();
 
-    let created: Value = client
-        .post(first.url("/items"))
-        .json(&json!({ "name": "shared" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let read: Value = client
-        .get(second.url("/items/1"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let created = first.client.create_item("shared").await;
+    let read: Value = second.client.get("/items/1").await.json().await.unwrap();
     assert_eq!(read, created);
 
     let creates: Vec<_> = (0..200)
         .map(|n| {
-            let url = if n % 2 == 0 {
-                first.url("/items")
-            } else {
-                second.url("/items")
-            };
-            let request = client.post(url).json(&json!({ "name": format!("n{n}") }));
+            let instance = if n % 2 == 0 { &first } else { &second };
+            let client = instance.client.clone();
             tokio::spawn(async move {
-                request.send().await.unwrap().json::<Value>().await.unwrap()["id"]
+                client.create_item(&format!("n{n}")).await["id"]
                     .as_i64()
                     .unwrap()
             })
@@ -66,14 +46,7 @@ async fn two_instances_on_one_database_share_items_and_never_share_an_id_c2() {
     }
 
     for service in [&first, &second] {
-        let listed: Vec<Value> = client
-            .get(service.url("/items"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let listed: Vec<Value> = service.client.get("/items").await.json().await.unwrap();
         let listed: HashSet<i64> = listed
             .iter()
             .map(|item| item["id"].as_i64().unwrap())
