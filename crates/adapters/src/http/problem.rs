@@ -13,26 +13,29 @@ use actix_web::{HttpResponse, HttpResponseBuilder, ResponseError};
 use items_domain::RepositoryError;
 use serde::Serialize;
 use serde_json::Value;
+use utoipa::ToSchema;
 
 pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
 pub(crate) const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
 
-/// Where a refused value came from, as in express-validator's `location`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Where a refused value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
+#[schema(as = FieldLocation)]
 pub enum Location {
     Body,
     Query,
-    Params,
 }
 
-/// One refused value, shaped like the entries of `GET /hello` (C4, C6).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One refused value (C6), shaped like express-validator's entries.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct FieldError {
+    /// Always `field`.
     #[serde(rename = "type")]
     kind: &'static str,
-    /// The value as received; left out when the value was missing.
+    /// The value as received; absent when the value was missing.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<serde_json::Value>)]
     value: Option<Box<Value>>,
     msg: String,
     path: &'static str,
@@ -145,13 +148,16 @@ impl From<RepositoryError> for ApiError {
     }
 }
 
-#[derive(Serialize)]
-struct Problem<'a> {
+/// An RFC 9457 problem document: every error the spec does not define (C6).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Problem<'a> {
+    /// Always `about:blank`.
     #[serde(rename = "type")]
     kind: &'static str,
     title: &'static str,
     status: u16,
     detail: String,
+    /// Present on validation failures: one entry per refused value.
     #[serde(skip_serializing_if = "<[FieldError]>::is_empty")]
     errors: &'a [FieldError],
 }
