@@ -12,4 +12,5 @@ pub mod http;
 pub mod memory;
 pub mod postgres;
 pub mod redis;
+pub mod report;
 pub mod tcp_proxy;

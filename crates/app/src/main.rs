@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use config::{Config, Early};
+use items_adapters::report::ErrorChain;
 use startup::Application;
 
 fn main() -> ExitCode {
@@ -74,7 +75,7 @@ async fn run(config: Config) -> ExitCode {
     let application = match Application::build(&config, shutdown_signal()).await {
         Ok(application) => application,
         Err(error) => {
-            eprintln!("items-service: {error}");
+            eprintln!("items-service: {}", ErrorChain(&error));
             return ExitCode::from(error.exit_code());
         }
     };

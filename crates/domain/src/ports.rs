@@ -21,7 +21,7 @@ use crate::values::{Id, Name, Price};
 #[derive(Debug, thiserror::Error)]
 pub enum RepositoryError {
     /// The backing store is unreachable or timed out; retrying later may work.
-    #[error("the repository is unavailable: {0}")]
+    #[error("the repository is unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 

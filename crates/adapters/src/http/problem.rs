@@ -15,6 +15,8 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use crate::report::ErrorChain;
+
 pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
 pub(crate) const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
 
@@ -228,10 +230,10 @@ impl ResponseError for ApiError {
                     .body("Item not found");
             }
             Self::Unavailable(cause) => {
-                tracing::warn!(error = %error_chain(cause), "store unavailable")
+                tracing::warn!(error = %ErrorChain(cause), "store unavailable")
             }
             Self::Internal(cause) => {
-                tracing::error!(error = %error_chain(cause.as_ref()), "internal error")
+                tracing::error!(error = %ErrorChain(cause.as_ref()), "internal error")
             }
             _ => {}
         }
@@ -252,53 +254,5 @@ impl ResponseError for ApiError {
             _ => response,
         }
         .finish()
-    }
-}
-
-/// `error: cause: cause`, for one log line. Many errors already print their
-/// source in their own message (`thiserror`'s `{0}` with `#[source]`, most of
-/// sqlx's): a cause whose text the line already ends with is not repeated.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("pool timed out: {0}")]
-    struct PoolError(#[source] std::io::Error);
-
-    #[test]
-    fn the_logged_chain_names_each_cause_once() {
-        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let error = items_domain::RepositoryError::unavailable(PoolError(refused));
-
-        assert_eq!(
-            error_chain(&error),
-            "the repository is unavailable: pool timed out: refused"
-        );
-    }
-
-    #[test]
-    fn a_cause_the_message_does_not_print_is_appended() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("could not store")]
-        struct Quiet(#[source] std::io::Error);
-
-        let error = Quiet(std::io::Error::other("disk full"));
-
-        assert_eq!(error_chain(&error), "could not store: disk full");
     }
 }

@@ -10,6 +10,3 @@ mod users;
 pub use items::{GetItemError, ItemService, ReplaceItemError};
 pub use products::ProductService;
 pub use users::UserService;
-
-/// Creating something failed: only the store can fail a create.
-pub type CreateError = crate::ports::RepositoryError;
