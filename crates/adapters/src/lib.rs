@@ -5,7 +5,10 @@
 //! - [`postgres`]: driven adapter, PostgreSQL repositories (`DATABASE_URL`);
 //! - [`redis`]: driven adapter, rate-limit budgets shared in Redis (`REDIS_URL`);
 //! - [`disk`]: driven adapter, the local-disk upload store;
-//! - [`http`]: driving adapter, the actix-web HTTP edge.
+//! - [`http`]: driving adapter, the actix-web HTTP edge and the admin listener.
+//!
+//! Beside them: [`report`], the one way errors are written out with their
+//! causes, and [`tcp_proxy`], a proxy tests cut to take a dependency away.
 
 pub mod disk;
 pub mod http;

@@ -8,8 +8,8 @@
 //!   ([`Name::parse`], [`Price::new`], [`Id::parse`]), so an entity that
 //!   exists is valid;
 //! - every port method documents, under `# Errors`, what each implementation
-//!   MUST return; the repository contract suite in the adapters crate tests
-//!   exactly that.
+//!   MUST return; the repository contract checks test exactly that, for
+//!   every adapter.
 
 pub mod entities;
 pub mod ports;

@@ -1,4 +1,5 @@
-//! Ports: what the domain needs from storage, as contracts.
+//! Ports: what the domain needs from storage and from the dependencies a
+//! readiness probe asks about, as contracts.
 //!
 //! All traits are `Send + Sync` because one repository is shared by every
 //! worker thread of the HTTP server, and their futures are `Send` (the

@@ -1,5 +1,6 @@
-//! Validated values. Each type has a fallible constructor and a private
-//! field, so holding one is proof that the rule was checked (contract C2, C3).
+//! Validated values. Each type has a private field and a fallible constructor
+//! for anything a client sent, so holding one is proof that the rule was
+//! checked (contract C2, C3).
 
 use std::fmt;
 use std::sync::Arc;
