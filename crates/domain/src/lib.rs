@@ -24,5 +24,7 @@ pub use ports::{
 };
 pub use rate_limit::{Gcra, RateLimitStore, RateLimiter, Spent, Verdict};
 pub use uploads::{PendingUpload, StoredName, UploadService, UploadStore, UploadStoreError};
-pub use use_cases::{GetItemError, ItemService, ProductService, ReplaceItemError, UserService};
+pub use use_cases::{
+    GetItemError, ItemService, Precondition, ProductService, ReplaceItemError, UserService,
+};
 pub use values::{Id, InvalidValue, Name, PageLimit, Price};

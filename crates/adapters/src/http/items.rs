@@ -77,6 +77,8 @@ impl From<GetItemError> for ApiError {
         match error {
             GetItemError::NotFound(_) => Self::ItemNotFound,
             GetItemError::Unavailable(cause) => Self::Unavailable(cause),
+            // A failure added to the domain after this adapter was written.
+            unknown => Self::internal(unknown),
         }
     }
 }
@@ -87,6 +89,7 @@ impl From<ReplaceItemError> for ApiError {
             ReplaceItemError::NotFound(_) => Self::ItemNotFound,
             ReplaceItemError::PreconditionFailed(_) => Self::PreconditionFailed,
             ReplaceItemError::Unavailable(cause) => Self::Unavailable(cause),
+            unknown => Self::internal(unknown),
         }
     }
 }

@@ -24,6 +24,7 @@ pub(crate) const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 #[schema(as = FieldLocation)]
+#[non_exhaustive]
 pub enum Location {
     Body,
     Query,
@@ -63,6 +64,7 @@ impl FieldError {
 
 /// Every error the HTTP adapter answers with. Each variant says its status.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ApiError {
     /// 400: the request broke a rule; `errors` name the refused values.
     BadRequest {
