@@ -37,7 +37,7 @@ use super::{auxiliary, items, products, uploads, users};
 #[schema(example = json!({"username": "ada"}))]
 pub(crate) struct LoginForm {
     #[schema(min_length = 1)]
-    pub username: String,
+    username: String,
 }
 
 /// The form of `POST /profile`: exactly one file in `avatar`, any text fields.
@@ -46,7 +46,7 @@ pub(crate) struct LoginForm {
 #[schema(example = json!({"avatar": "a picture", "nickname": "ada"}))]
 pub(crate) struct ProfileForm {
     #[schema(value_type = String, format = Binary)]
-    pub avatar: Vec<u8>,
+    avatar: Vec<u8>,
 }
 
 /// The form of `POST /photos/upload`: 1 to 12 files in `photos`, any text fields.
@@ -55,7 +55,7 @@ pub(crate) struct ProfileForm {
 #[schema(example = json!({"photos": ["one picture", "another"], "album": "trip"}))]
 pub(crate) struct PhotosForm {
     #[schema(value_type = Vec<String>, format = Binary, min_items = 1, max_items = 12)]
-    pub photos: Vec<Vec<u8>>,
+    photos: Vec<Vec<u8>>,
 }
 
 /// Adds to the upload forms what their derive cannot say: besides the file
