@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use items_adapters::report::ErrorChain;
 use items_app::config::{self, Config, Early};
 use items_app::{Application, telemetry};
 
@@ -70,7 +71,7 @@ async fn run(config: Config) -> ExitCode {
     let application = match Application::build(&config, shutdown_signal()).await {
         Ok(application) => application,
         Err(error) => {
-            eprintln!("items-service: {error}");
+            eprintln!("items-service: {}", ErrorChain(&error));
             return ExitCode::from(error.exit_code());
         }
     };

@@ -34,10 +34,10 @@ pub enum StartError {
     #[error("{0}")]
     Setting(String),
     /// The database stayed unreachable, or could not be migrated (exit 1).
-    #[error("{0}")]
+    #[error(transparent)]
     Database(#[from] ConnectError),
     /// The address could not be bound, e.g. the port is in use (exit 1, C1).
-    #[error("cannot listen on {address}: {source}")]
+    #[error("cannot listen on {address}")]
     Bind {
         /// The address asked for.
         address: SocketAddr,
@@ -45,7 +45,7 @@ pub enum StartError {
         source: std::io::Error,
     },
     /// The metrics recorder could not be installed (exit 1).
-    #[error("cannot set up metrics: {0}")]
+    #[error("cannot set up metrics")]
     Metrics(#[from] metrics_exporter_prometheus::BuildError),
 }
 

@@ -5,7 +5,19 @@ use futures_util::stream::BoxStream;
 use crate::ports::RepositoryError;
 use crate::values::{Id, Name, PageLimit, Price};
 
-/// An item: the service's main resource.
+/// An item: the service's main resource. Its fields are already-checked
+/// values, so an `Item` that exists is valid.
+///
+/// ```
+/// use items_domain::{Id, Item, Name};
+///
+/// let item = Item {
+///     id: Id::new(1),
+///     name: Name::parse("pen")?,
+/// };
+/// assert_eq!(item.name.as_str(), "pen");
+/// # Ok::<(), items_domain::InvalidValue>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
     pub id: Id,
@@ -28,6 +40,17 @@ pub struct User {
 }
 
 /// Which items a listing asks for (C10). The default asks for every item.
+///
+/// ```
+/// use items_domain::{Id, ItemQuery, Name};
+///
+/// // The items named "pen" after id 10.
+/// let mut query = ItemQuery::default();
+/// query.after = Some(Id::new(10));
+/// query.name = Some(Name::parse("pen")?);
+/// assert_ne!(query, ItemQuery::default());
+/// # Ok::<(), items_domain::InvalidValue>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ItemQuery {
     /// Only items whose id is greater than this one.
@@ -55,6 +78,22 @@ pub type ItemBatch = Result<Vec<Item>, RepositoryError>;
 
 /// The whole collection, read in batches (C10): what a full listing streams
 /// to the client without holding every item at once.
+///
+/// An adapter builds one from any stream of batches:
+///
+/// ```
+/// use futures_util::StreamExt;
+/// use items_domain::{Id, Item, ItemListing, Name};
+///
+/// let pen = Item { id: Id::new(1), name: Name::parse("pen")? };
+/// let listing = ItemListing {
+///     version: 7,
+///     total: 1,
+///     batches: futures_util::stream::iter([Ok(vec![pen])]).boxed(),
+/// };
+/// assert_eq!(listing.total, 1);
+/// # Ok::<(), items_domain::InvalidValue>(())
+/// ```
 pub struct ItemListing {
     /// Changes on every write to the collection, so a listing's `ETag` (C7)
     /// can be derived from it: two listings with the same version have the

@@ -29,6 +29,6 @@ pub use uploads::{
     UploadError, UploadPolicy, UploadService, UploadSession, UploadStore, UploadStoreError,
 };
 pub use use_cases::{
-    CreateError, GetItemError, ItemService, ProductService, ReplaceItemError, UserService,
+    GetItemError, ItemService, Precondition, ProductService, ReplaceItemError, UserService,
 };
 pub use values::{Id, InvalidValue, Name, PageLimit, Price};

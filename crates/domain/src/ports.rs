@@ -1,4 +1,5 @@
-//! Ports: what the domain needs from storage, as contracts.
+//! Ports: what the domain needs from storage and from the dependencies a
+//! readiness probe asks about, as contracts.
 //!
 //! All traits are `Send + Sync` because one repository is shared by every
 //! worker thread of the HTTP server, and their futures are `Send` (the
@@ -10,6 +11,41 @@
 //! "the store is unreachable right now" (an HTTP adapter answers 503). Absence
 //! is not an error of the port: it is part of the answer (`Option`, `bool`,
 //! [`Replaced`]), because what absence means is for the use case to decide.
+//!
+//! # Implementing a port
+//!
+//! An adapter implements a trait with [`async_trait`] and hands an `Arc` of
+//! itself to the use case. The smallest port, kept in memory:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use async_trait::async_trait;
+//! use items_domain::{Id, RepositoryError, User, UserRepository, UserService};
+//!
+//! struct FixedUsers(Vec<User>);
+//!
+//! #[async_trait]
+//! impl UserRepository for FixedUsers {
+//!     async fn list(&self) -> Result<Vec<User>, RepositoryError> {
+//!         Ok(self.0.clone())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), RepositoryError> {
+//! let ada = User { id: Id::new(1), name: "Ada".to_owned() };
+//! let users = UserService::new(Arc::new(FixedUsers(vec![ada.clone()])));
+//! assert_eq!(users.list().await?, [ada]);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A store that can fail maps every failure to
+//! [`RepositoryError::unavailable`], keeping the cause for the logs. The
+//! repository contract checks hold an adapter to every `MUST` below.
+//!
+//! [`async_trait`]: https://docs.rs/async-trait
 
 use async_trait::async_trait;
 
@@ -18,14 +54,28 @@ use crate::values::{Id, Name, Price};
 
 /// The store could not answer. Implementations keep the cause for logs; it is
 /// never shown to a client.
+///
+/// The cause is the error's [`source`](std::error::Error::source), not part
+/// of its message, so whoever logs the whole chain prints it once:
+///
+/// ```
+/// use std::error::Error;
+/// use items_domain::RepositoryError;
+///
+/// let error = RepositoryError::unavailable("connection refused");
+/// assert_eq!(error.to_string(), "the repository is unavailable");
+/// assert_eq!(error.source().unwrap().to_string(), "connection refused");
+/// ```
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RepositoryError {
     /// The backing store is unreachable or timed out; retrying later may work.
-    #[error("the repository is unavailable: {0}")]
+    #[error("the repository is unavailable")]
     Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl RepositoryError {
+    /// The store is unreachable, for this `cause` (an error or a message).
     pub fn unavailable(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         Self::Unavailable(cause.into())
     }
@@ -140,6 +190,30 @@ pub trait UserRepository: Send + Sync {
 
 /// Something the service depends on at run time, which can say whether it
 /// answers right now: what a readiness probe asks (C11).
+///
+/// ```
+/// use async_trait::async_trait;
+/// use items_domain::{HealthCheck, RepositoryError};
+///
+/// /// A dependency that is down.
+/// struct Down;
+///
+/// #[async_trait]
+/// impl HealthCheck for Down {
+///     fn name(&self) -> &'static str {
+///         "database"
+///     }
+///
+///     async fn ping(&self) -> Result<(), RepositoryError> {
+///         Err(RepositoryError::unavailable("connection refused"))
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// assert!(Down.ping().await.is_err());
+/// # }
+/// ```
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
 #[async_trait]
 pub trait HealthCheck: Send + Sync {

@@ -71,6 +71,7 @@ impl Gcra {
         Self { limit, period }
     }
 
+    /// Requests per window.
     pub fn limit(&self) -> u32 {
         self.limit.get()
     }
@@ -89,6 +90,27 @@ impl Gcra {
     /// One GCRA step on a clock counted in nanoseconds: `tat` is the stored
     /// TAT (`None` for a client not seen or forgotten). Returns the answer
     /// and, when the request was allowed, the TAT to store.
+    ///
+    /// ```
+    /// use std::num::NonZeroU32;
+    /// use std::time::Duration;
+    /// use items_domain::{Gcra, Verdict};
+    ///
+    /// // 2 requests per second: a fresh client may send both at once...
+    /// let gcra = Gcra::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(1));
+    /// let (first, tat) = gcra.spend(None, 0);
+    /// let (second, tat) = gcra.spend(tat, 0);
+    /// let (third, _) = gcra.spend(tat, 0);
+    /// assert!(first.allowed && second.allowed && !third.allowed);
+    /// // ...then one more every half second.
+    /// assert_eq!(
+    ///     gcra.verdict(third),
+    ///     Verdict::Refused {
+    ///         retry_after: Duration::from_millis(500),
+    ///         reset: Duration::from_secs(1),
+    ///     }
+    /// );
+    /// ```
     pub fn spend(&self, tat: Option<u64>, now: u64) -> (Spent, Option<u64>) {
         let tat = tat.map_or(now, |tat| tat.max(now));
         let ahead = tat - now;
@@ -144,6 +166,50 @@ pub trait RateLimitStore: Send + Sync {
 /// The limiter: one budget per client, shared by every instance when a
 /// shared store is configured, local otherwise and whenever the shared store
 /// fails.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::net::IpAddr;
+/// use std::num::NonZeroU32;
+/// use std::sync::{Arc, Mutex};
+/// use std::time::{Duration, Instant};
+///
+/// use async_trait::async_trait;
+/// use items_domain::{Gcra, RateLimitStore, RateLimiter, RepositoryError, Spent, Verdict};
+///
+/// /// Each client's TAT in a map, on a clock that starts with the store.
+/// struct Local {
+///     started: Instant,
+///     tats: Mutex<HashMap<IpAddr, u64>>,
+/// }
+///
+/// #[async_trait]
+/// impl RateLimitStore for Local {
+///     async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RepositoryError> {
+///         let now = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+///         let mut tats = self.tats.lock().unwrap();
+///         let (spent, tat) = gcra.spend(tats.get(&client).copied(), now);
+///         if let Some(tat) = tat {
+///             tats.insert(client, tat);
+///         }
+///         Ok(spent)
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), RepositoryError> {
+/// let store = Local { started: Instant::now(), tats: Mutex::default() };
+/// let limiter = RateLimiter::local(Arc::new(store));
+/// let once_a_minute = Gcra::new(NonZeroU32::MIN, Duration::from_secs(60));
+/// let client = IpAddr::from([203, 0, 113, 7]);
+///
+/// let first = limiter.check(client, once_a_minute).await?;
+/// assert!(matches!(first, Verdict::Allowed { remaining: 0, .. }));
+/// let second = limiter.check(client, once_a_minute).await?;
+/// assert!(matches!(second, Verdict::Refused { .. }));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct RateLimiter {
     local: Arc<dyn RateLimitStore>,

@@ -44,7 +44,7 @@ impl fmt::Display for StoredName {
 
 /// The store could not read or write.
 #[derive(Debug, thiserror::Error)]
-#[error("the upload store failed: {0}")]
+#[error("the upload store failed")]
 pub struct UploadStoreError(#[source] pub Box<dyn std::error::Error + Send + Sync>);
 
 /// A file being received. Its bytes are invisible under any final name until

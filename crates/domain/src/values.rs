@@ -1,11 +1,20 @@
-//! Validated values. Each type has a fallible constructor and a private
-//! field, so holding one is proof that the rule was checked (contract C2, C3).
+//! Validated values. Each type has a private field and a fallible constructor
+//! for anything a client sent, so holding one is proof that the rule was
+//! checked (contract C2, C3).
 
 use std::fmt;
 use std::sync::Arc;
 
 /// Why a raw value was refused. The message is written for the client: it
 /// names the rule, never the implementation.
+///
+/// ```
+/// use items_domain::Name;
+///
+/// let refused = Name::parse("").unwrap_err();
+/// assert_eq!(refused.message(), "must be a string of 1 to 256 characters");
+/// assert_eq!(refused.to_string(), refused.message());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct InvalidValue(&'static str);
@@ -18,6 +27,15 @@ impl InvalidValue {
 }
 
 /// The identifier of an item, a product or a user (contract C2).
+///
+/// ```
+/// use items_domain::Id;
+///
+/// let id = Id::parse("42").expect("a base-10 integer");
+/// assert_eq!(id, Id::new(42));
+/// assert_eq!(id.get(), 42);
+/// assert_eq!(format!("/items/{id}"), "/items/42");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Id(i64);
 
@@ -31,6 +49,16 @@ impl Id {
     /// Parses a path or query id: an optional `-`, then ASCII digits only,
     /// within the signed 64-bit range (C2). `+1`, ` 1`, `1.5`, `12abc` and
     /// numbers too large are refused — `i64::from_str` alone would accept `+1`.
+    ///
+    /// ```
+    /// use items_domain::Id;
+    ///
+    /// assert_eq!(Id::parse("007"), Some(Id::new(7)));
+    /// assert_eq!(Id::parse("-3"), Some(Id::new(-3)));
+    /// for not_an_id in ["", "+1", " 1", "1.5", "12abc", "9223372036854775808"] {
+    ///     assert_eq!(Id::parse(not_an_id), None);
+    /// }
+    /// ```
     pub fn parse(raw: &str) -> Option<Self> {
         let digits = raw.strip_prefix('-').unwrap_or(raw);
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -39,6 +67,7 @@ impl Id {
         raw.parse().ok().map(Self)
     }
 
+    /// The id as a number, for storage and for the wire.
     pub const fn get(self) -> i64 {
         self.0
     }
@@ -55,14 +84,28 @@ impl fmt::Display for Id {
 ///
 /// Held as `Arc<str>` so that handing a name to a listing snapshot or to a
 /// response is a reference-count bump, not a copy.
+///
+/// ```
+/// use items_domain::Name;
+///
+/// let name = Name::parse("  a pen ").expect("1 to 256 characters");
+/// assert_eq!(name.as_str(), "  a pen ", "kept exactly as sent");
+/// assert!(Name::parse("").is_err());
+/// assert!(Name::parse(&"é".repeat(Name::MAX_CHARS + 1)).is_err());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Name(Arc<str>);
 
 impl Name {
+    /// The most Unicode scalar values a name may hold.
     pub const MAX_CHARS: usize = 256;
     /// The rule a refused name broke, also for a value that is not text at all.
     pub const INVALID: InvalidValue = InvalidValue("must be a string of 1 to 256 characters");
 
+    /// Checks a name a client sent.
+    ///
+    /// # Errors
+    /// [`InvalidValue`] when `raw` is empty or longer than [`Name::MAX_CHARS`].
     pub fn parse(raw: &str) -> Result<Self, InvalidValue> {
         // `chars().count()` counts scalar values; the byte length bounds it
         // from above (<= 4 bytes each), which spares the count for most inputs.
@@ -75,6 +118,7 @@ impl Name {
         }
     }
 
+    /// The name as sent.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -93,6 +137,16 @@ impl fmt::Display for Name {
 }
 
 /// A product price: a finite number, zero or more (C3).
+///
+/// ```
+/// use items_domain::Price;
+///
+/// assert_eq!(Price::new(1.5).map(Price::get), Ok(1.5));
+/// assert!(Price::new(-0.01).is_err());
+/// assert!(Price::new(f64::NAN).is_err());
+/// // A negative zero is stored as zero, so it is never echoed as `-0`.
+/// assert!(Price::new(-0.0).unwrap().get().is_sign_positive());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
 pub struct Price(f64);
 
@@ -100,6 +154,10 @@ impl Price {
     /// The rule a refused price broke, also for a value that is not a number.
     pub const INVALID: InvalidValue = InvalidValue("must be a finite number >= 0");
 
+    /// Checks a price a client sent.
+    ///
+    /// # Errors
+    /// [`InvalidValue`] when `value` is negative, infinite or not a number.
     pub fn new(value: f64) -> Result<Self, InvalidValue> {
         if value.is_finite() && value >= 0.0 {
             // `-0.0 >= 0.0` holds; store it as `0` so it is never echoed as `-0`.
@@ -109,6 +167,7 @@ impl Price {
         }
     }
 
+    /// The price as a number.
     pub fn get(self) -> f64 {
         self.0
     }

@@ -16,6 +16,7 @@ use items_domain::HealthCheck;
 use serde_json::{Map, Value, json};
 
 use super::routes;
+use crate::report::ErrorChain;
 
 /// The longest a readiness check waits for one dependency. A balancer's
 /// check times out after a few seconds; a dependency slower than this is as
@@ -89,7 +90,7 @@ async fn ping_all(checks: &[Arc<dyn HealthCheck>]) -> Vec<Outcome> {
     join_all(checks.iter().map(|check| async move {
         let outcome = match tokio::time::timeout(CHECK_TIMEOUT, check.ping()).await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(error.to_string()),
+            Ok(Err(error)) => Err(ErrorChain(&error).to_string()),
             Err(_) => Err(format!("no answer within {CHECK_TIMEOUT:?}")),
         };
         (check.name(), outcome)

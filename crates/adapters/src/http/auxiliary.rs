@@ -11,9 +11,10 @@ use actix_web::{FromRequest, HttpRequest, HttpResponse};
 use futures_util::future::LocalBoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::body::{JsonObject, read_typed};
-use super::problem::{ApiError, FieldError, Location};
+use super::problem::{ApiError, FieldError, Location, Problem};
 use super::respond;
 
 /// `GET /`: `Hello World!` (C4).
@@ -23,19 +24,15 @@ use super::respond;
     tag = "auxiliary",
     summary = "Greeting",
     responses(
-        (status = 200, description = "`Hello World!`", body = String, content_type = "text/plain", headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        )),
-        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        ))
+        (status = 200, description = "`Hello World!`", body = String, content_type = "text/plain")
     )
 )]
 pub(crate) async fn greeting() -> HttpResponse {
     respond::text("Hello World!")
 }
 
-#[derive(Serialize)]
+/// The body of `GET /hello` without a non-empty `person` (spec §7, C4).
+#[derive(Serialize, ToSchema)]
 struct ValidationErrors {
     errors: Vec<FieldError>,
 }
@@ -53,12 +50,7 @@ struct ValidationErrors {
     responses(
         (status = 200, description = "`Hello, X!` as text, or the validation errors as JSON when `person` is missing or empty (spec §7)", content(
             (String = "text/plain"),
-            (super::openapi::ValidationErrorsSchema = "application/json")
-        ), headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        )),
-        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
+            (ValidationErrors = "application/json")
         ))
     )
 )]
@@ -82,10 +74,11 @@ pub(crate) async fn hello(request: HttpRequest) -> Result<HttpResponse, ApiError
     }
 }
 
-#[derive(Serialize)]
+/// The sample object of `GET /data` (C4).
+#[derive(Serialize, ToSchema)]
 struct SampleData {
     name: &'static str,
-    age: u32,
+    age: i64,
     email: &'static str,
 }
 
@@ -96,12 +89,7 @@ struct SampleData {
     tag = "auxiliary",
     summary = "Sample data",
     responses(
-        (status = 200, description = "The sample object", body = super::openapi::SampleDataSchema, headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        )),
-        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        ))
+        (status = 200, description = "The sample object", body = SampleData)
     )
 )]
 pub(crate) async fn data() -> Result<HttpResponse, ApiError> {
@@ -138,13 +126,10 @@ impl FromRequest for UrlEncodedForm {
     path = "/login",
     tag = "auxiliary",
     summary = "Form login",
-    request_body(content = super::openapi::LoginFormSchema, content_type = "application/x-www-form-urlencoded"),
+    request_body(content = super::openapi::LoginForm, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "`welcome, USERNAME`", body = String, content_type = "text/plain"),
-        (status = 400, description = "Missing or empty `username` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 415, description = "Not `application/x-www-form-urlencoded` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json")
+        (status = 400, description = "Missing or empty `username` (C3)", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn login(
@@ -167,9 +152,13 @@ pub(crate) async fn login(
     }
 }
 
-/// Any JSON object.
-#[derive(Debug, Deserialize)]
+/// Any JSON object (`POST /api/users` echoes it).
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(transparent)]
+#[schema(
+    value_type = std::collections::HashMap<String, Value>,
+    example = json!({"any": "object"})
+)]
 pub(crate) struct AnyObject(Map<String, Value>);
 
 /// `POST /api/users`: the JSON object sent, unchanged (key order included),
@@ -179,13 +168,10 @@ pub(crate) struct AnyObject(Map<String, Value>);
     path = "/api/users",
     tag = "auxiliary",
     summary = "Echo a JSON object",
-    request_body(content = super::openapi::AnyObjectSchema, content_type = "application/json"),
+    request_body(content = AnyObject, content_type = "application/json"),
     responses(
-        (status = 200, description = "The object sent, unchanged", body = super::openapi::AnyObjectSchema),
-        (status = 400, description = "Not JSON, or not an object (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json")
+        (status = 200, description = "The object sent, unchanged", body = AnyObject),
+        (status = 400, description = "Not JSON, or not an object (C3)", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn echo(

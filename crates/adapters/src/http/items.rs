@@ -10,17 +10,23 @@ use items_domain::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use super::body::JsonObject;
 use super::conditional::{etag_of, if_match, listing_tag, none_match_fails};
 use super::fields;
-use super::problem::{ApiError, FieldError, Location};
+use super::problem::{ApiError, FieldError, Location, Problem};
 use super::respond::{self, APPLICATION_JSON};
 
-/// The body of `POST /items` and `PUT /items/{id}`.
-#[derive(Debug, Deserialize)]
+/// The body of `POST /items` and `PUT /items/{id}`; other fields are ignored.
+// `name` is read as any JSON value, so that a wrong one can be reported in
+// the `errors` of C6; the schema says what is accepted.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = NewItem, example = json!({"name": "pen"}))]
 pub(crate) struct ItemBody {
+    /// 1 to 256 characters, kept exactly as sent (C3).
     #[serde(default, deserialize_with = "fields::present")]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 256)]
     name: Option<Value>,
 }
 
@@ -30,10 +36,14 @@ impl ItemBody {
     }
 }
 
-/// An item as the client sees it.
-#[derive(Debug, Serialize)]
+/// An item (spec §2).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Item, example = json!({"id": 1, "name": "pen"}))]
 struct ItemDto<'a> {
+    /// Assigned by the service from a counter that never goes back (C2).
+    #[schema(minimum = 1)]
     id: i64,
+    #[schema(min_length = 1, max_length = 256)]
     name: &'a str,
 }
 
@@ -67,6 +77,8 @@ impl From<GetItemError> for ApiError {
         match error {
             GetItemError::NotFound(_) => Self::ItemNotFound,
             GetItemError::Unavailable(cause) => Self::Unavailable(cause),
+            // A failure added to the domain after this adapter was written.
+            unknown => Self::internal(unknown),
         }
     }
 }
@@ -77,6 +89,7 @@ impl From<ReplaceItemError> for ApiError {
             ReplaceItemError::NotFound(_) => Self::ItemNotFound,
             ReplaceItemError::PreconditionFailed(_) => Self::PreconditionFailed,
             ReplaceItemError::Unavailable(cause) => Self::Unavailable(cause),
+            unknown => Self::internal(unknown),
         }
     }
 }
@@ -171,18 +184,11 @@ fn set_parameter(query: &mut ItemQuery, path: &str, raw: &str) -> Result<(), Str
         ("name" = Option<String>, Query, description = "Only items named exactly this", min_length = 1, max_length = 256)
     ),
     responses(
-        (status = 200, description = "The items, ordered by id", body = [super::openapi::ItemSchema], headers(
-            ("ETag" = String, description = "Strong entity tag of the body"),
+        (status = 200, description = "The items, ordered by id", body = [ItemDto], headers(
             ("X-Total-Count" = u64, description = "Items matching `name` in the whole collection"),
             ("Link" = String, description = "`</items?limit=L&after=ID>; rel=\"next\"` when more follow")
         )),
-        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        )),
-        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying")
-        ))
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn list(
@@ -266,16 +272,8 @@ async fn stream_all(
         ("id" = String, Path, description = "A base-10 integer; anything else names no item (C2)", min_length = 1)
     ),
     responses(
-        (status = 200, description = "The item", body = super::openapi::ItemSchema, headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        )),
-        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        )),
-        (status = 404, description = "No item has this id: the plain text `Item not found`", body = String, content_type = "text/plain"),
-        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying")
-        ))
+        (status = 200, description = "The item", body = ItemDto),
+        (status = 404, description = "No item has this id: the plain text `Item not found`", body = String, content_type = "text/plain")
     )
 )]
 pub(crate) async fn get(
@@ -293,18 +291,12 @@ pub(crate) async fn get(
     path = "/items",
     tag = "items",
     summary = "Create an item",
-    request_body(content = super::openapi::NewItemSchema, content_type = "application/json"),
+    request_body(content = ItemBody, content_type = "application/json"),
     responses(
-        (status = 201, description = "The created item", body = super::openapi::ItemSchema, headers(
+        (status = 201, description = "The created item", body = ItemDto, headers(
             ("Location" = String, description = "The new resource, e.g. `/items/7`")
         )),
-        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying")
-        ))
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn create(
@@ -326,20 +318,14 @@ pub(crate) async fn create(
         ("id" = String, Path, description = "A base-10 integer; anything else names no item (C2)", min_length = 1),
         ("If-Match" = Option<String>, Header, description = "Replace only if the item still has this `ETag` (or `*`)")
     ),
-    request_body(content = super::openapi::NewItemSchema, content_type = "application/json"),
+    request_body(content = ItemBody, content_type = "application/json"),
     responses(
-        (status = 200, description = "The replaced item: the path id and the new name", body = super::openapi::ItemSchema, headers(
+        (status = 200, description = "The replaced item: the path id and the new name", body = ItemDto, headers(
             ("ETag" = String, description = "The new item's strong entity tag, as a following `GET` would send it: usable at once in the next `If-Match` (C7)")
         )),
-        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No item has this id: the plain text `Item not found`", body = String, content_type = "text/plain"),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 412, description = "`If-Match` does not name the current `ETag`; nothing changed (C7)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying")
-        ))
+        (status = 412, description = "`If-Match` does not name the current `ETag`; nothing changed (C7)", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn replace(
@@ -379,10 +365,7 @@ pub(crate) async fn replace(
         ("id" = String, Path, description = "A base-10 integer; anything else names no item (C2)", min_length = 1)
     ),
     responses(
-        (status = 204, description = "Deleted, or there was no such item"),
-        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying")
-        ))
+        (status = 204, description = "Deleted, or there was no such item")
     )
 )]
 pub(crate) async fn delete(

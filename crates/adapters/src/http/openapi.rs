@@ -1,10 +1,14 @@
 //! The OpenAPI 3.1 document of the HTTP adapter, derived from the handlers'
-//! `#[utoipa::path]` annotations and the wire-format schemas below.
+//! `#[utoipa::path]` annotations and the DTOs they read and send, then
+//! completed by the [`Modify`] steps below with what holds for many
+//! operations at once (conditional `GET`, body refusals, store outages, rate
+//! limiting), so each is written once.
 //!
-//! The schemas describe the JSON on the wire; the handlers' own DTOs borrow
-//! from domain values and stay private. Nothing keeps the two in step by
-//! construction, so CI does: schemathesis replays the document against the
-//! running binary and fails on any response that does not match it
+//! The response schemas are derived from the very structs the handlers
+//! serialise. The request bodies are read leniently (any JSON value, so that
+//! a wrong one can be reported in `errors`), so their schemas state what is
+//! accepted with `value_type` overrides; schemathesis replays the document
+//! against the running binary and fails on any answer that does not match it
 //! (`scripts/schemathesis.sh`), and `docs/openapi.json` must equal
 //! `items-service openapi` (a test says how to regenerate it).
 //!
@@ -12,194 +16,46 @@
 //! same headers and no body) and `OPTIONS` (204 with `Allow`), which every
 //! path has (C7); and 405 with `Allow` for any other method.
 
-use std::collections::HashMap;
-
 use serde_json::json;
 use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::path::{Operation, Parameter};
 use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
-use utoipa::openapi::{ContentBuilder, Ref, RefOr};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::openapi::{ContentBuilder, Paths, Ref, RefOr};
+use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
 
+use super::problem::Problem;
 use super::{auxiliary, items, products, uploads, users};
 
-/// An item (spec §2).
-#[derive(Debug, ToSchema)]
-#[schema(as = Item, example = json!({"id": 1, "name": "pen"}))]
-pub struct ItemSchema {
-    /// Assigned by the service from a counter that never goes back (C2).
-    #[schema(minimum = 1)]
-    pub id: i64,
-    #[schema(min_length = 1, max_length = 256)]
-    pub name: String,
-}
-
-/// The body of `POST /items` and `PUT /items/{id}`; other fields are ignored.
-#[derive(Debug, ToSchema)]
-#[schema(as = NewItem, example = json!({"name": "pen"}))]
-pub struct NewItemSchema {
-    /// 1 to 256 characters, kept exactly as sent (C3).
-    #[schema(min_length = 1, max_length = 256)]
-    pub name: String,
-}
-
-/// A product (spec §2).
-#[derive(Debug, ToSchema)]
-#[schema(as = Product, example = json!({"id": 1, "name": "pen", "price": 1.5}))]
-pub struct ProductSchema {
-    #[schema(minimum = 1)]
-    pub id: i64,
-    #[schema(min_length = 1, max_length = 256)]
-    pub name: String,
-    #[schema(minimum = 0)]
-    pub price: f64,
-}
-
-/// The body of `POST /products`; other fields are ignored.
-#[derive(Debug, ToSchema)]
-#[schema(as = NewProduct, example = json!({"name": "pen", "price": 1.5}))]
-pub struct NewProductSchema {
-    #[schema(min_length = 1, max_length = 256)]
-    pub name: String,
-    /// A finite JSON number, zero or more (a numeric string is refused, C3).
-    #[schema(minimum = 0)]
-    pub price: f64,
-}
-
-/// A read-only user.
-#[derive(Debug, ToSchema)]
-#[schema(as = User, example = json!({"id": 1, "name": "John Doe"}))]
-pub struct UserSchema {
-    pub id: i64,
-    pub name: String,
-}
-
-/// The message of `GET /products/{id}` (C4).
-#[derive(Debug, ToSchema)]
-#[schema(as = Message)]
-pub struct MessageSchema {
-    pub msg: String,
-}
-
-/// The sample object of `GET /data` (C4).
-#[derive(Debug, ToSchema)]
-#[schema(as = SampleData)]
-pub struct SampleDataSchema {
-    pub name: String,
-    pub age: i64,
-    pub email: String,
-}
-
-/// Where a refused value came from.
-#[derive(Debug, ToSchema)]
-#[schema(as = FieldLocation)]
-#[allow(dead_code)] // a schema: only its shape is used
-pub enum FieldLocationSchema {
-    #[schema(rename = "body")]
-    Body,
-    #[schema(rename = "query")]
-    Query,
-    #[schema(rename = "params")]
-    Params,
-}
-
-/// One refused value (C6), shaped like express-validator's entries.
-#[derive(Debug, ToSchema)]
-#[schema(as = FieldError)]
-pub struct FieldErrorSchema {
-    /// Always `field`.
-    #[schema(rename = "type")]
-    pub kind: String,
-    /// The value as received; absent when the value was missing.
-    #[schema(value_type = Option<serde_json::Value>, required = false)]
-    pub value: Option<serde_json::Value>,
-    pub msg: String,
-    pub path: String,
-    pub location: FieldLocationSchema,
-}
-
-/// The body of `GET /hello` without a non-empty `person` (spec §7, C4).
-#[derive(Debug, ToSchema)]
-#[schema(as = ValidationErrors)]
-pub struct ValidationErrorsSchema {
-    pub errors: Vec<FieldErrorSchema>,
-}
-
-/// An RFC 9457 problem document: every error the spec does not define (C6).
-#[derive(Debug, ToSchema)]
-#[schema(as = Problem)]
-pub struct ProblemSchema {
-    /// Always `about:blank`.
-    #[schema(rename = "type")]
-    pub kind: String,
-    pub title: String,
-    pub status: u16,
-    pub detail: String,
-    /// Present on validation failures: one entry per refused value.
-    #[schema(required = false)]
-    pub errors: Option<Vec<FieldErrorSchema>>,
-}
+// The three forms below have no DTO to derive from: the login form is read
+// as name–value pairs (the first `username` counts), and multipart bodies
+// part by part as they stream in. These types only describe them.
 
 /// The form of `POST /login`.
 #[derive(Debug, ToSchema)]
-#[schema(as = LoginForm, example = json!({"username": "ada"}))]
-pub struct LoginFormSchema {
+#[expect(dead_code, reason = "a description: never built")]
+#[schema(example = json!({"username": "ada"}))]
+pub(crate) struct LoginForm {
     #[schema(min_length = 1)]
-    pub username: String,
-}
-
-/// Any JSON object (`POST /api/users` echoes it).
-#[derive(Debug, ToSchema)]
-#[schema(as = AnyObject, example = json!({"any": "object"}))]
-pub struct AnyObjectSchema(pub HashMap<String, serde_json::Value>);
-
-/// A stored file, as multer describes one (C4).
-#[derive(Debug, ToSchema)]
-#[schema(as = UploadedFile)]
-pub struct UploadedFileSchema {
-    pub fieldname: String,
-    /// The client's file name, reported only: never used as a path.
-    pub originalname: String,
-    pub mimetype: String,
-    /// The stored name: 32 random lowercase hex characters.
-    #[schema(pattern = "^[0-9a-f]{32}$")]
-    pub filename: String,
-    pub size: u64,
-}
-
-/// The answer of `POST /profile`.
-#[derive(Debug, ToSchema)]
-#[schema(as = ProfileUpload)]
-pub struct ProfileUploadSchema {
-    pub file: UploadedFileSchema,
-    /// The text fields sent; a repeated field becomes an array.
-    pub fields: HashMap<String, serde_json::Value>,
-}
-
-/// The answer of `POST /photos/upload`.
-#[derive(Debug, ToSchema)]
-#[schema(as = PhotosUpload)]
-pub struct PhotosUploadSchema {
-    #[schema(min_items = 1, max_items = 12)]
-    pub files: Vec<UploadedFileSchema>,
-    pub fields: HashMap<String, serde_json::Value>,
+    username: String,
 }
 
 /// The form of `POST /profile`: exactly one file in `avatar`, any text fields.
 #[derive(Debug, ToSchema)]
-#[schema(as = ProfileForm, example = json!({"avatar": "a picture", "nickname": "ada"}))]
-pub struct ProfileFormSchema {
+#[expect(dead_code, reason = "a description: never built")]
+#[schema(example = json!({"avatar": "a picture", "nickname": "ada"}))]
+pub(crate) struct ProfileForm {
     #[schema(value_type = String, format = Binary)]
-    pub avatar: Vec<u8>,
+    avatar: Vec<u8>,
 }
 
 /// The form of `POST /photos/upload`: 1 to 12 files in `photos`, any text fields.
 #[derive(Debug, ToSchema)]
-#[schema(as = PhotosForm, example = json!({"photos": ["one picture", "another"], "album": "trip"}))]
-pub struct PhotosFormSchema {
+#[expect(dead_code, reason = "a description: never built")]
+#[schema(example = json!({"photos": ["one picture", "another"], "album": "trip"}))]
+pub(crate) struct PhotosForm {
     #[schema(value_type = Vec<String>, format = Binary, min_items = 1, max_items = 12)]
-    pub photos: Vec<Vec<u8>>,
+    photos: Vec<Vec<u8>>,
 }
 
 /// Adds to the upload forms what their derive cannot say: besides the file
@@ -219,8 +75,10 @@ impl Modify for TextFields {
         let Some(components) = document.components.as_mut() else {
             return;
         };
-        for form in ["ProfileForm", "PhotosForm"] {
-            if let Some(RefOr::T(Schema::Object(object))) = components.schemas.get_mut(form) {
+        for form in [ProfileForm::name(), PhotosForm::name()] {
+            if let Some(RefOr::T(Schema::Object(object))) =
+                components.schemas.get_mut(form.as_ref())
+            {
                 // Any value: in multipart every value travels as text, and a
                 // repeated name comes back as an array of its values.
                 object.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(true)));
@@ -231,6 +89,142 @@ impl Modify for TextFields {
                 object.property_names = Some(Box::new(Schema::Object(name)));
             }
         }
+    }
+}
+
+/// The operations (`GET`, `POST`, `PUT`, `DELETE`: the methods the service
+/// routes) of every path, for the steps below.
+fn operations(paths: &mut Paths) -> impl Iterator<Item = &mut Operation> {
+    paths.paths.values_mut().flat_map(|item| {
+        [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.delete,
+        ]
+        .into_iter()
+        .flatten()
+    })
+}
+
+fn header(schema: impl Into<RefOr<Schema>>, description: impl Into<String>) -> Header {
+    HeaderBuilder::new()
+        .schema(schema)
+        .description(Some(description.into()))
+        .build()
+}
+
+/// A response with a problem body (C6).
+fn problem(description: &str) -> ResponseBuilder {
+    let body = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name(Problem::name())))
+        .build();
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/problem+json", body)
+}
+
+fn retry_after() -> Header {
+    header(u64::schema(), "Seconds to wait before retrying")
+}
+
+/// Conditional `GET` (C7) holds for every `GET`: its 200 carries a strong
+/// `ETag`, and `If-None-Match` naming the current one gets 304.
+struct ConditionalGet;
+
+impl ConditionalGet {
+    fn etag() -> Header {
+        header(String::schema(), "Strong entity tag of the body")
+    }
+}
+
+impl Modify for ConditionalGet {
+    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
+        for item in document.paths.paths.values_mut() {
+            let Some(get) = item.get.as_mut() else {
+                continue;
+            };
+            let responses = &mut get.responses.responses;
+            if let Some(RefOr::T(ok)) = responses.get_mut("200") {
+                ok.headers.insert("ETag".to_owned(), Self::etag());
+            }
+            let not_modified = ResponseBuilder::new()
+                .description("Not modified: `If-None-Match` named the current `ETag`")
+                .header("ETag", Self::etag())
+                .build();
+            responses.insert("304".to_owned(), RefOr::T(not_modified));
+        }
+    }
+}
+
+/// Every operation that reads a body refuses it the same ways (C3, C5): too
+/// slow (408), too large (413, unless the operation says more precisely
+/// why) and of another media type than the one it reads (415).
+struct BodyRefusals;
+
+impl Modify for BodyRefusals {
+    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
+        for operation in operations(&mut document.paths) {
+            let Some(media_type) = operation
+                .request_body
+                .as_ref()
+                .and_then(|body| body.content.keys().next().cloned())
+            else {
+                continue;
+            };
+            let rule = if media_type == "multipart/form-data" {
+                "C5"
+            } else {
+                "C3"
+            };
+            let refusals = [
+                ("408", "The body arrived too slowly".to_owned()),
+                ("413", "Body over `MAX_JSON_BYTES` (C3)".to_owned()),
+                ("415", format!("Not `{media_type}` ({rule})")),
+            ];
+            for (status, description) in refusals {
+                operation
+                    .responses
+                    .responses
+                    .entry(status.to_owned())
+                    .or_insert_with(|| RefOr::T(problem(&description).build()));
+            }
+        }
+    }
+}
+
+/// The operations that read or write a store. Each may answer 503 with
+/// `Retry-After` while the store is unreachable, so they are gathered in a
+/// document of their own and get that response here, once.
+#[derive(OpenApi)]
+#[openapi(paths(
+    items::list,
+    items::create,
+    items::get,
+    items::replace,
+    items::delete,
+    users::list,
+    products::list,
+    products::create,
+))]
+struct StoreOperations;
+
+impl Modify for StoreOperations {
+    /// Puts these operations first, in the order listed, then the others.
+    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
+        let mut stored = Self::openapi();
+        for operation in operations(&mut stored.paths) {
+            let unavailable = problem("The store is unavailable; retry later")
+                .header("Retry-After", retry_after())
+                .build();
+            operation
+                .responses
+                .responses
+                .insert("503".to_owned(), RefOr::T(unavailable));
+        }
+        let others = std::mem::take(&mut document.paths);
+        document.merge(stored);
+        document.paths.merge(others);
     }
 }
 
@@ -256,54 +250,35 @@ impl RateLimiting {
     ];
 
     fn header(description: &str, kind: Type) -> Header {
-        HeaderBuilder::new()
-            .schema(ObjectBuilder::new().schema_type(kind).build())
-            .description(Some(format!("{description} (when rate limiting is on)")))
-            .build()
+        let schema = ObjectBuilder::new().schema_type(kind).build();
+        header(schema, format!("{description} (when rate limiting is on)"))
     }
 
     fn too_many_requests() -> Response {
-        let problem = ContentBuilder::new()
-            .schema(Some(Ref::from_schema_name("Problem")))
-            .build();
-        ResponseBuilder::new()
-            .description("Over the rate-limit budget (C9)")
-            .content("application/problem+json", problem)
+        problem("Over the rate-limit budget (C9)")
             .header(
                 "Retry-After",
                 Self::header("Seconds to wait before retrying", Type::Integer),
             )
             .build()
     }
-
-    fn apply(operation: &mut Operation) {
-        let responses = &mut operation.responses.responses;
-        responses
-            .entry("429".to_owned())
-            .or_insert_with(|| RefOr::T(Self::too_many_requests()));
-        for response in responses.values_mut() {
-            if let RefOr::T(response) = response {
-                for (name, description, kind) in Self::HEADERS {
-                    response
-                        .headers
-                        .insert(name.to_owned(), Self::header(description, kind));
-                }
-            }
-        }
-    }
 }
 
 impl Modify for RateLimiting {
     fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
-        for item in document.paths.paths.values_mut() {
-            let operations = [
-                &mut item.get,
-                &mut item.post,
-                &mut item.put,
-                &mut item.delete,
-            ];
-            for operation in operations.into_iter().flatten() {
-                Self::apply(operation);
+        for operation in operations(&mut document.paths) {
+            let responses = &mut operation.responses.responses;
+            responses
+                .entry("429".to_owned())
+                .or_insert_with(|| RefOr::T(Self::too_many_requests()));
+            for response in responses.values_mut() {
+                if let RefOr::T(response) = response {
+                    for (name, description, kind) in Self::HEADERS {
+                        response
+                            .headers
+                            .insert(name.to_owned(), Self::header(description, kind));
+                    }
+                }
             }
         }
     }
@@ -330,30 +305,31 @@ impl ParameterExamples {
 
 impl Modify for ParameterExamples {
     fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
-        for item in document.paths.paths.values_mut() {
-            let operations = [
-                &mut item.get,
-                &mut item.post,
-                &mut item.put,
-                &mut item.delete,
-            ];
-            for operation in operations.into_iter().flatten() {
-                for parameter in operation.parameters.iter_mut().flatten() {
-                    let example = Self::example(parameter);
-                    if let (Some(example), Some(RefOr::T(Schema::Object(schema)))) =
-                        (example, parameter.schema.as_mut())
-                    {
-                        schema.examples = vec![example];
-                    }
+        for operation in operations(&mut document.paths) {
+            for parameter in operation.parameters.iter_mut().flatten() {
+                let example = Self::example(parameter);
+                if let (Some(example), Some(RefOr::T(Schema::Object(schema)))) =
+                    (example, parameter.schema.as_mut())
+                {
+                    schema.examples = vec![example];
                 }
             }
         }
     }
 }
 
+/// The whole document: the operations that need no store are listed here,
+/// and [`StoreOperations`] (the first step) adds the others.
 #[derive(OpenApi)]
 #[openapi(
-    modifiers(&TextFields, &RateLimiting, &ParameterExamples),
+    modifiers(
+        &StoreOperations,
+        &ConditionalGet,
+        &BodyRefusals,
+        &TextFields,
+        &RateLimiting,
+        &ParameterExamples,
+    ),
     info(
         title = "items-service",
         description = "A JSON-over-HTTP service for items, products and users. Every GET path also \
@@ -363,14 +339,6 @@ response carries X-Content-Type-Options: nosniff.",
         license(name = "MIT")
     ),
     paths(
-        items::list,
-        items::create,
-        items::get,
-        items::replace,
-        items::delete,
-        users::list,
-        products::list,
-        products::create,
         products::message,
         auxiliary::greeting,
         auxiliary::hello,
@@ -380,12 +348,6 @@ response carries X-Content-Type-Options: nosniff.",
         uploads::profile,
         uploads::photos,
     ),
-    components(schemas(
-        ItemSchema, NewItemSchema, ProductSchema, NewProductSchema, UserSchema, MessageSchema,
-        SampleDataSchema, FieldErrorSchema, FieldLocationSchema, ValidationErrorsSchema, ProblemSchema,
-        LoginFormSchema, AnyObjectSchema, UploadedFileSchema, ProfileUploadSchema, PhotosUploadSchema,
-        ProfileFormSchema, PhotosFormSchema,
-    )),
     tags(
         (name = "items", description = "The items collection"),
         (name = "users", description = "Read-only users"),

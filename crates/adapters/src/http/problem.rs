@@ -13,26 +13,32 @@ use actix_web::{HttpResponse, HttpResponseBuilder, ResponseError};
 use items_domain::RepositoryError;
 use serde::Serialize;
 use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::report::ErrorChain;
 
 pub(crate) const PROBLEM_JSON: &str = "application/problem+json";
 pub(crate) const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
 
-/// Where a refused value came from, as in express-validator's `location`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Where a refused value came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
+#[schema(as = FieldLocation)]
+#[non_exhaustive]
 pub enum Location {
     Body,
     Query,
-    Params,
 }
 
-/// One refused value, shaped like the entries of `GET /hello` (C4, C6).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One refused value (C6), shaped like express-validator's entries.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct FieldError {
+    /// Always `field`.
     #[serde(rename = "type")]
     kind: &'static str,
-    /// The value as received; left out when the value was missing.
+    /// The value as received; absent when the value was missing.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<serde_json::Value>)]
     value: Option<Box<Value>>,
     msg: String,
     path: &'static str,
@@ -58,6 +64,7 @@ impl FieldError {
 
 /// Every error the HTTP adapter answers with. Each variant says its status.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ApiError {
     /// 400: the request broke a rule; `errors` name the refused values.
     BadRequest {
@@ -145,13 +152,16 @@ impl From<RepositoryError> for ApiError {
     }
 }
 
-#[derive(Serialize)]
-struct Problem<'a> {
+/// An RFC 9457 problem document: every error the spec does not define (C6).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Problem<'a> {
+    /// Always `about:blank`.
     #[serde(rename = "type")]
     kind: &'static str,
     title: &'static str,
     status: u16,
     detail: String,
+    /// Present on validation failures: one entry per refused value.
     #[serde(skip_serializing_if = "<[FieldError]>::is_empty")]
     errors: &'a [FieldError],
 }
@@ -222,10 +232,10 @@ impl ResponseError for ApiError {
                     .body("Item not found");
             }
             Self::Unavailable(cause) => {
-                tracing::warn!(error = %error_chain(cause), "store unavailable")
+                tracing::warn!(error = %ErrorChain(cause), "store unavailable")
             }
             Self::Internal(cause) => {
-                tracing::error!(error = %error_chain(cause.as_ref()), "internal error")
+                tracing::error!(error = %ErrorChain(cause.as_ref()), "internal error")
             }
             _ => {}
         }
@@ -246,53 +256,5 @@ impl ResponseError for ApiError {
             _ => response,
         }
         .finish()
-    }
-}
-
-/// `error: cause: cause`, for one log line. Many errors already print their
-/// source in their own message (`thiserror`'s `{0}` with `#[source]`, most of
-/// sqlx's): a cause whose text the line already ends with is not repeated.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("pool timed out: {0}")]
-    struct PoolError(#[source] std::io::Error);
-
-    #[test]
-    fn the_logged_chain_names_each_cause_once() {
-        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let error = items_domain::RepositoryError::unavailable(PoolError(refused));
-
-        assert_eq!(
-            error_chain(&error),
-            "the repository is unavailable: pool timed out: refused"
-        );
-    }
-
-    #[test]
-    fn a_cause_the_message_does_not_print_is_appended() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("could not store")]
-        struct Quiet(#[source] std::io::Error);
-
-        let error = Quiet(std::io::Error::other("disk full"));
-
-        assert_eq!(error_chain(&error), "could not store: disk full");
     }
 }

@@ -5,26 +5,38 @@ use actix_web::{HttpResponse, web};
 use items_domain::{Product, ProductService};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use utoipa::ToSchema;
 
 use super::body::JsonObject;
 use super::fields;
-use super::problem::ApiError;
+use super::problem::{ApiError, Problem};
 use super::respond;
 
-/// The body of `POST /products`.
-#[derive(Debug, Deserialize)]
+/// The body of `POST /products`; other fields are ignored.
+// Both fields are read as any JSON value, so that a wrong one can be
+// reported in the `errors` of C6; the schema says what is accepted.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = NewProduct, example = json!({"name": "pen", "price": 1.5}))]
 pub(crate) struct ProductBody {
     #[serde(default, deserialize_with = "fields::present")]
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 256)]
     name: Option<Value>,
+    /// A finite JSON number, zero or more (a numeric string is refused, C3).
     #[serde(default, deserialize_with = "fields::present")]
+    #[schema(value_type = f64, required = true, minimum = 0)]
     price: Option<Value>,
 }
 
-#[derive(Debug, Serialize)]
+/// A product (spec §2).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Product, example = json!({"id": 1, "name": "pen", "price": 1.5}))]
 struct ProductDto<'a> {
+    #[schema(minimum = 1)]
     id: i64,
+    #[schema(min_length = 1, max_length = 256)]
     name: &'a str,
     #[serde(serialize_with = "number")]
+    #[schema(minimum = 0)]
     price: f64,
 }
 
@@ -57,15 +69,7 @@ impl<'a> From<&'a Product> for ProductDto<'a> {
     tag = "products",
     summary = "List products",
     responses(
-        (status = 200, description = "Every product, ordered by id", body = [super::openapi::ProductSchema], headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        )),
-        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        )),
-        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying")
-        ))
+        (status = 200, description = "Every product, ordered by id", body = [ProductDto])
     )
 )]
 pub(crate) async fn list(service: web::Data<ProductService>) -> Result<HttpResponse, ApiError> {
@@ -83,18 +87,12 @@ pub(crate) async fn list(service: web::Data<ProductService>) -> Result<HttpRespo
     path = "/products",
     tag = "products",
     summary = "Create a product",
-    request_body(content = super::openapi::NewProductSchema, content_type = "application/json"),
+    request_body(content = ProductBody, content_type = "application/json"),
     responses(
-        (status = 201, description = "The created product", body = super::openapi::ProductSchema, headers(
+        (status = 201, description = "The created product", body = ProductDto, headers(
             ("Location" = String, description = "The new product, e.g. `/products/7`")
         )),
-        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 413, description = "Body over `MAX_JSON_BYTES` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 415, description = "Not `application/json` (C3)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying")
-        ))
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn create(
@@ -113,7 +111,8 @@ pub(crate) async fn create(
     )
 }
 
-#[derive(Serialize)]
+/// The message of `GET /products/{id}` (C4).
+#[derive(Serialize, ToSchema)]
 struct Message {
     msg: &'static str,
 }
@@ -128,12 +127,7 @@ struct Message {
         ("id" = String, Path, description = "Any value", min_length = 1)
     ),
     responses(
-        (status = 200, description = "The message", body = super::openapi::MessageSchema, headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        )),
-        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        ))
+        (status = 200, description = "The message", body = Message)
     )
 )]
 pub(crate) async fn message() -> Result<HttpResponse, ApiError> {

@@ -26,6 +26,7 @@ use items_domain::{Gcra, RateLimiter, Verdict, defaults};
 
 use super::metrics::RATE_LIMIT_REFUSALS;
 use super::problem::ApiError;
+use crate::report::ErrorChain;
 
 /// The limiter's settings (C1, C9).
 #[derive(Debug, Clone, Copy)]
@@ -207,7 +208,7 @@ pub(crate) async fn limit_rate(
         Err(cause) => {
             // Only the in-process store is left, and it cannot fail; should
             // it ever, serving unlimited beats refusing everyone.
-            tracing::error!(error = %cause, "no rate-limit budget could be read; request served unlimited");
+            tracing::error!(error = %ErrorChain(&cause), "no rate-limit budget could be read; request served unlimited");
             return Ok(next.call(request).await?.map_into_boxed_body());
         }
     };

@@ -44,7 +44,7 @@ pub(crate) fn configure(config: &mut web::ServiceConfig) {
 }
 
 /// The router's table: each path with the methods it answers, `HEAD` and
-/// `OPTIONS` included. Built from the same [`resources`] as the router, so the
+/// `OPTIONS` included. Built from the same `resources` as the router, so the
 /// OpenAPI document can be checked against what is really served.
 pub fn route_table() -> Vec<(String, Vec<&'static str>)> {
     resources()

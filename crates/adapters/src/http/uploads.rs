@@ -15,9 +15,10 @@ use items_domain::{
 };
 use serde::Serialize;
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::multipart;
-use super::problem::ApiError;
+use super::problem::{ApiError, Problem};
 use super::respond;
 
 /// Limits on uploads, from the service's configuration (C1).
@@ -69,13 +70,17 @@ impl Uploads {
     }
 }
 
-/// A stored file as multer describes it (C4): the names a client of the
-/// original Express service already reads.
-#[derive(Debug, Serialize)]
+/// A stored file, as multer describes one (C4).
+// These are the names a client of the original Express service already reads.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = UploadedFile)]
 struct FileDto {
     fieldname: String,
+    /// The client's file name, reported only: never used as a path.
     originalname: String,
     mimetype: String,
+    /// The stored name: 32 random lowercase hex characters.
+    #[schema(pattern = "^[0-9a-f]{32}$")]
     filename: String,
     size: u64,
 }
@@ -92,15 +97,24 @@ impl From<StoredFile> for FileDto {
     }
 }
 
-#[derive(Serialize)]
+/// The answer of `POST /profile`.
+#[derive(Serialize, ToSchema)]
+#[schema(as = ProfileUpload)]
 struct ProfileDto {
     file: FileDto,
+    /// The text fields sent; a repeated field becomes an array.
+    #[schema(value_type = std::collections::HashMap<String, Value>)]
     fields: Map<String, Value>,
 }
 
-#[derive(Serialize)]
+/// The answer of `POST /photos/upload`.
+#[derive(Serialize, ToSchema)]
+#[schema(as = PhotosUpload)]
 struct PhotosDto {
+    #[schema(min_items = 1, max_items = 12)]
     files: Vec<FileDto>,
+    /// The text fields sent; a repeated field becomes an array.
+    #[schema(value_type = std::collections::HashMap<String, Value>)]
     fields: Map<String, Value>,
 }
 
@@ -110,14 +124,12 @@ struct PhotosDto {
     path = "/profile",
     tag = "uploads",
     summary = "Upload one avatar (C5)",
-    request_body(content = super::openapi::ProfileFormSchema, content_type = "multipart/form-data"),
+    request_body(content = super::openapi::ProfileForm, content_type = "multipart/form-data"),
     responses(
-        (status = 201, description = "The stored file and the text fields", body = super::openapi::ProfileUploadSchema),
-        (status = 400, description = "No file in `avatar`, a second one, a file in another field, or a malformed body (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 413, description = "A file over `MAX_FILE_BYTES`, a text value over 64 KiB, text values over 1 MiB together, or more than 1000 parts (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 415, description = "Not `multipart/form-data` (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 500, description = "The file could not be stored; nothing was kept", body = super::openapi::ProblemSchema, content_type = "application/problem+json")
+        (status = 201, description = "The stored file and the text fields", body = ProfileDto),
+        (status = 400, description = "No file in `avatar`, a second one, a file in another field, or a malformed body (C5)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "A file over `MAX_FILE_BYTES`, a text value over 64 KiB, text values over 1 MiB together, or more than 1000 parts (C5)", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "The file could not be stored; nothing was kept", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn profile(
@@ -142,14 +154,12 @@ pub(crate) async fn profile(
     path = "/photos/upload",
     tag = "uploads",
     summary = "Upload 1 to 12 photos (C5)",
-    request_body(content = super::openapi::PhotosFormSchema, content_type = "multipart/form-data"),
+    request_body(content = super::openapi::PhotosForm, content_type = "multipart/form-data"),
     responses(
-        (status = 201, description = "The stored files and the text fields", body = super::openapi::PhotosUploadSchema),
-        (status = 400, description = "No file in `photos`, a 13th one, a file in another field, or a malformed body (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 408, description = "The body arrived too slowly", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 413, description = "A file over `MAX_FILE_BYTES`, a text value over 64 KiB, text values over 1 MiB together, or more than 1000 parts (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 415, description = "Not `multipart/form-data` (C5)", body = super::openapi::ProblemSchema, content_type = "application/problem+json"),
-        (status = 500, description = "The files could not be stored; nothing was kept", body = super::openapi::ProblemSchema, content_type = "application/problem+json")
+        (status = 201, description = "The stored files and the text fields", body = PhotosDto),
+        (status = 400, description = "No file in `photos`, a 13th one, a file in another field, or a malformed body (C5)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "A file over `MAX_FILE_BYTES`, a text value over 64 KiB, text values over 1 MiB together, or more than 1000 parts (C5)", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "The files could not be stored; nothing was kept", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn photos(

@@ -4,11 +4,14 @@ use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, web};
 use items_domain::{User, UserService};
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::problem::ApiError;
 use super::respond;
 
-#[derive(Debug, Serialize)]
+/// A read-only user.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = User, example = json!({"id": 1, "name": "John Doe"}))]
 struct UserDto<'a> {
     id: i64,
     name: &'a str,
@@ -29,15 +32,7 @@ impl<'a> From<&'a User> for UserDto<'a> {
     tag = "users",
     summary = "List the read-only users",
     responses(
-        (status = 200, description = "Every user", body = [super::openapi::UserSchema], headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        )),
-        (status = 304, description = "Not modified: `If-None-Match` named the current `ETag`", headers(
-            ("ETag" = String, description = "Strong entity tag of the body")
-        )),
-        (status = 503, description = "The store is unavailable; retry later", body = super::openapi::ProblemSchema, content_type = "application/problem+json", headers(
-            ("Retry-After" = u64, description = "Seconds to wait before retrying")
-        ))
+        (status = 200, description = "Every user", body = [UserDto])
     )
 )]
 pub(crate) async fn list(service: web::Data<UserService>) -> Result<HttpResponse, ApiError> {

@@ -149,7 +149,7 @@ impl ItemRepository for InMemoryItemRepository {
         })
     }
 
-    /// Batches of [`BATCH`] items, each copied under its own read lock.
+    /// Batches of `BATCH` items, each copied under its own read lock.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
         let (version, total) = {
             let state = self.state.read();

@@ -8,7 +8,7 @@
 //! Redis is a dependency the service can live without: every call is bounded
 //! by [`RedisRateLimitStore::TIMEOUT`], and a failure is the caller's cue to
 //! use its local budget. After a failure this store does not ask Redis again
-//! for [`RETRY_EVERY`], so during an outage requests do not each wait out the
+//! for `RETRY_EVERY`, so during an outage requests do not each wait out the
 //! timeout; the first success after it is logged once, as the failure was.
 
 use std::net::IpAddr;

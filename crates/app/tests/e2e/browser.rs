@@ -7,9 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use actix_web::dev::ServerHandle;
+use actix_web::{HttpResponse, HttpServer, web};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use crate::helpers::*;
@@ -54,64 +54,61 @@ run().then(out => out, error => ({{ error: String(error) }}))
     )
 }
 
-/// Serves the page on its own origin and passes the report back.
-async fn serve_page(html: String) -> (u16, mpsc::Receiver<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let (reports, received) = mpsc::channel(1);
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
+/// The page's own origin: `GET /` serves it, `POST /report` passes its
+/// report to the test. Stopped on drop.
+struct PageServer {
+    port: u16,
+    reports: mpsc::Receiver<String>,
+    handle: ServerHandle,
+}
+
+impl PageServer {
+    fn start(html: String) -> Self {
+        let (sender, reports) = mpsc::channel(1);
+        let server = HttpServer::new(move || {
             let html = html.clone();
-            let reports = reports.clone();
-            tokio::spawn(async move {
-                let mut request = Vec::new();
-                let mut buffer = [0u8; 8192];
-                // Read the head, then as much body as Content-Length says.
-                let (head_end, length) = loop {
-                    let Ok(read) = stream.read(&mut buffer).await else {
-                        return;
-                    };
-                    if read == 0 {
-                        return;
-                    }
-                    request.extend_from_slice(&buffer[..read]);
-                    if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&request[..end]).to_lowercase();
-                        let length = head
-                            .lines()
-                            .find_map(|line| line.strip_prefix("content-length:"))
-                            .and_then(|value| value.trim().parse::<usize>().ok())
-                            .unwrap_or(0);
-                        break (end + 4, length);
-                    }
-                };
-                while request.len() < head_end + length {
-                    let Ok(read) = stream.read(&mut buffer).await else {
-                        return;
-                    };
-                    if read == 0 {
-                        break;
-                    }
-                    request.extend_from_slice(&buffer[..read]);
-                }
-                let is_report = request.starts_with(b"POST /report");
-                let body = if is_report {
-                    let _ = reports
-                        .send(String::from_utf8_lossy(&request[head_end..]).into_owned())
-                        .await;
-                    String::new()
-                } else {
-                    html
-                };
-                let response = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(response.as_bytes()).await;
-            });
+            let sender = sender.clone();
+            actix_web::App::new()
+                .route(
+                    "/",
+                    web::get().to(move || {
+                        let page = HttpResponse::Ok()
+                            .content_type("text/html; charset=utf-8")
+                            .body(html.clone());
+                        async move { page }
+                    }),
+                )
+                .route(
+                    "/report",
+                    web::post().to(move |report: String| {
+                        let sender = sender.clone();
+                        async move {
+                            let _ = sender.send(report).await;
+                            HttpResponse::Ok().finish()
+                        }
+                    }),
+                )
+        })
+        .workers(1)
+        .bind(("127.0.0.1", 0))
+        .unwrap();
+        let port = server.addrs()[0].port();
+        let server = server.run();
+        let handle = server.handle();
+        tokio::spawn(server);
+        Self {
+            port,
+            reports,
+            handle,
         }
-    });
-    (port, received)
+    }
+}
+
+impl Drop for PageServer {
+    fn drop(&mut self) {
+        // The stop command is sent at once; nothing needs to wait for it.
+        drop(self.handle.stop(false));
+    }
 }
 
 /// Headless Chromium on `url`, killed on drop.
@@ -159,12 +156,14 @@ async fn a_page_on_another_origin_can_call_the_service_and_read_its_headers_c8_c
     assert_chromium_installed();
     let service = App::start(&[("RATE_LIMIT_MAX", "1000")]).await;
     let limited = App::start(&[("RATE_LIMIT_MAX", "1"), ("RATE_LIMIT_WINDOW_MS", "60000")]).await;
-    let (page_port, mut reports) =
-        serve_page(page(&service.client.address, &limited.client.address)).await;
+    let mut page_server = PageServer::start(page(&service.client.address, &limited.client.address));
     let profile = tempfile::tempdir().unwrap();
 
-    let _browser = open(&format!("http://127.0.0.1:{page_port}/"), profile.path());
-    let report = tokio::time::timeout(Duration::from_secs(60), reports.recv())
+    let _browser = open(
+        &format!("http://127.0.0.1:{}/", page_server.port),
+        profile.path(),
+    );
+    let report = tokio::time::timeout(Duration::from_secs(60), page_server.reports.recv())
         .await
         .expect("the page reported in time")
         .unwrap();

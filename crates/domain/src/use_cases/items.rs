@@ -4,8 +4,10 @@ use crate::entities::{Item, ItemListing, ItemPage, ItemQuery};
 use crate::ports::{ItemRepository, Replaced, RepositoryError};
 use crate::values::{Id, Name};
 
-/// Why an item could not be read.
+/// Why an item could not be read. New failures may be added, so a `match`
+/// outside this crate ends with a catch-all arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GetItemError {
     #[error("no item has id {0}")]
     NotFound(Id),
@@ -14,7 +16,10 @@ pub enum GetItemError {
 }
 
 /// Why an item could not be replaced. In every case nothing was written.
+/// New failures may be added, so a `match` outside this crate ends with a
+/// catch-all arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReplaceItemError {
     #[error("no item has id {0}")]
     NotFound(Id),
@@ -30,7 +35,74 @@ pub enum ReplaceItemError {
 /// HTTP adapter uses it for `If-Match`; the domain does not know about ETags.
 pub type Precondition<'a> = &'a (dyn Fn(&Item) -> bool + Send + Sync);
 
-/// The use cases of the `items` collection.
+/// The use cases of the `items` collection, over any [`ItemRepository`].
+///
+/// ```
+/// # use std::collections::BTreeMap;
+/// # use std::sync::{Arc, Mutex};
+/// # use async_trait::async_trait;
+/// use items_domain::{GetItemError, Item, ItemService, Name, ReplaceItemError};
+/// # use items_domain::{Id, ItemListing, ItemPage, ItemQuery, ItemRepository, Replaced, RepositoryError};
+/// #
+/// # /// Just enough of a repository for this example.
+/// # #[derive(Default)]
+/// # struct InMemory(Mutex<(i64, BTreeMap<Id, Name>)>);
+/// #
+/// # #[async_trait]
+/// # impl ItemRepository for InMemory {
+/// #     async fn list(&self, _: &ItemQuery) -> Result<ItemPage, RepositoryError> {
+/// #         unimplemented!()
+/// #     }
+/// #     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
+/// #         unimplemented!()
+/// #     }
+/// #     async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {
+/// #         let names = &self.0.lock().unwrap().1;
+/// #         Ok(names.get(&id).map(|name| Item { id, name: name.clone() }))
+/// #     }
+/// #     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
+/// #         let (last, names) = &mut *self.0.lock().unwrap();
+/// #         *last += 1;
+/// #         names.insert(Id::new(*last), name.clone());
+/// #         Ok(Item { id: Id::new(*last), name })
+/// #     }
+/// #     async fn replace(&self, item: &Item, expected: Option<Name>) -> Result<Replaced, RepositoryError> {
+/// #         let names = &mut self.0.lock().unwrap().1;
+/// #         Ok(match names.get_mut(&item.id) {
+/// #             None => Replaced::NotFound,
+/// #             Some(current) if expected.is_some_and(|name| name != *current) => Replaced::Changed,
+/// #             Some(current) => {
+/// #                 *current = item.name.clone();
+/// #                 Replaced::Yes
+/// #             }
+/// #         })
+/// #     }
+/// #     async fn delete(&self, id: Id) -> Result<bool, RepositoryError> {
+/// #         Ok(self.0.lock().unwrap().1.remove(&id).is_some())
+/// #     }
+/// # }
+/// #
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let items = ItemService::new(Arc::new(InMemory::default()));
+///
+/// let pen = items.create(Name::parse("pen")?).await?;
+/// assert_eq!(items.get(pen.id).await?, pen);
+///
+/// // Replace only the item the caller has seen (how `If-Match` is served).
+/// let seen = pen.clone();
+/// let unchanged = move |current: &Item| *current == seen;
+/// let quill = Item { id: pen.id, name: Name::parse("quill")? };
+/// items.replace(quill.clone(), Some(&unchanged)).await?;
+/// // The item has changed since: the same precondition now fails.
+/// let again = items.replace(quill, Some(&unchanged)).await;
+/// assert!(matches!(again, Err(ReplaceItemError::PreconditionFailed(_))));
+///
+/// items.delete(pen.id).await?;
+/// assert!(matches!(items.get(pen.id).await, Err(GetItemError::NotFound(_))));
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct ItemService {
     repository: Arc<dyn ItemRepository>,
@@ -43,6 +115,7 @@ impl std::fmt::Debug for ItemService {
 }
 
 impl ItemService {
+    /// The use cases over `repository`.
     pub fn new(repository: Arc<dyn ItemRepository>) -> Self {
         Self { repository }
     }
@@ -57,6 +130,11 @@ impl ItemService {
         self.repository.list_all().await
     }
 
+    /// The item with this id.
+    ///
+    /// # Errors
+    /// [`GetItemError::NotFound`] when no item has it;
+    /// [`GetItemError::Unavailable`] when the store cannot be read.
     pub async fn get(&self, id: Id) -> Result<Item, GetItemError> {
         self.repository
             .get(id)

@@ -7,9 +7,6 @@ mod items;
 mod products;
 mod users;
 
-pub use items::{GetItemError, ItemService, ReplaceItemError};
+pub use items::{GetItemError, ItemService, Precondition, ReplaceItemError};
 pub use products::ProductService;
 pub use users::UserService;
-
-/// Creating something failed: only the store can fail a create.
-pub type CreateError = crate::ports::RepositoryError;

@@ -5,6 +5,39 @@ use crate::ports::{ProductRepository, RepositoryError};
 use crate::values::{Name, Price};
 
 /// The use cases of the `products` collection: list and create.
+///
+/// ```
+/// # use std::sync::{Arc, Mutex};
+/// # use async_trait::async_trait;
+/// use items_domain::{Name, Price, ProductService};
+/// # use items_domain::{Id, Product, ProductRepository, RepositoryError};
+/// #
+/// # /// Just enough of a repository for this example.
+/// # #[derive(Default)]
+/// # struct InMemory(Mutex<Vec<Product>>);
+/// #
+/// # #[async_trait]
+/// # impl ProductRepository for InMemory {
+/// #     async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
+/// #         Ok(self.0.lock().unwrap().clone())
+/// #     }
+/// #     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
+/// #         let mut products = self.0.lock().unwrap();
+/// #         let id = Id::new(products.len() as i64 + 1);
+/// #         products.push(Product { id, name, price });
+/// #         Ok(products[products.len() - 1].clone())
+/// #     }
+/// # }
+/// #
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let products = ProductService::new(Arc::new(InMemory::default()));
+///
+/// let pen = products.create(Name::parse("pen")?, Price::new(1.5)?).await?;
+/// assert_eq!(products.list().await?, [pen]);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct ProductService {
     repository: Arc<dyn ProductRepository>,
@@ -17,10 +50,12 @@ impl std::fmt::Debug for ProductService {
 }
 
 impl ProductService {
+    /// The use cases over `repository`.
     pub fn new(repository: Arc<dyn ProductRepository>) -> Self {
         Self { repository }
     }
 
+    /// Every product, in id order.
     pub async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
         self.repository.list().await
     }

@@ -3,7 +3,9 @@ use std::sync::Arc;
 use crate::entities::User;
 use crate::ports::{RepositoryError, UserRepository};
 
-/// The use cases of the read-only `users` collection.
+/// The use cases of the read-only `users` collection; the
+/// [`ports`](crate::ports#implementing-a-port) module shows it over a
+/// repository written for the occasion.
 #[derive(Clone)]
 pub struct UserService {
     repository: Arc<dyn UserRepository>,
@@ -16,10 +18,12 @@ impl std::fmt::Debug for UserService {
 }
 
 impl UserService {
+    /// The use cases over `repository`.
     pub fn new(repository: Arc<dyn UserRepository>) -> Self {
         Self { repository }
     }
 
+    /// Every user, in id order.
     pub async fn list(&self) -> Result<Vec<User>, RepositoryError> {
         self.repository.list().await
     }
