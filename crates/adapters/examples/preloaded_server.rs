@@ -43,7 +43,10 @@ async fn serve(count: u64) -> Result<(), Failure> {
     for n in 0..count {
         items.create(Name::parse(&format!("item-{n:011}"))?).await?;
     }
-    eprintln!("loaded {count} items in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "loaded {count} items in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 
     let uploads = tempfile::tempdir()?;
     let services = Services {
