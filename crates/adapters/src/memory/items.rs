@@ -1,8 +1,7 @@
-use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::Arc;
 
 use async_trait::async_trait;
+use imbl::OrdMap;
 use items_domain::{
     Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Replaced,
     RepositoryError,
@@ -11,70 +10,61 @@ use parking_lot::RwLock;
 
 use super::IdCounter;
 
-/// Items in memory. Names are `Arc<str>` inside [`Name`], so the map holds one
-/// allocation per item and copying a page out of it only bumps reference
-/// counts.
+/// Items in memory. Names are `Arc<str>` inside [`Name`], so copying a page
+/// out of the map only bumps reference counts.
 #[derive(Debug)]
 pub struct InMemoryItemRepository {
-    /// Shared with the full listings in flight, which copy one batch at a
-    /// time out of it.
-    state: Arc<RwLock<State>>,
+    state: RwLock<State>,
 }
 
-/// Items a full listing copies out per read lock: small enough that a writer
-/// waits microseconds and a listing holds kilobytes, large enough that the
-/// lock is taken rarely.
+/// Items a full listing hands to the HTTP adapter at a time: enough that the
+/// per-batch costs (a range seek, a `Vec`, a chunk on the socket) vanish,
+/// few enough that a listing holds tens of kilobytes.
 const BATCH: usize = 1000;
 
 #[derive(Debug, Default)]
 struct State {
-    items: BTreeMap<Id, Name>,
+    /// A persistent B+ tree: cloning it is O(1) and shares every node, and a
+    /// write to a shared node copies that node and its path to the root
+    /// (O(log n)), leaving the clone as it was. A full listing serves such
+    /// a clone, so it is the collection as it began, whatever is written
+    /// while it streams (C7, C10), without copying the collection. Without
+    /// a listing in flight no node is shared and writes change nodes in
+    /// place.
+    items: OrdMap<Id, Name>,
     /// Never goes back: see [`IdCounter`] (C2).
     last_id: IdCounter,
     /// Bumped by every write, under the write lock: the listing's version (C7).
     version: u64,
 }
 
-impl State {
-    /// Up to [`BATCH`] items after `after`, in id order.
-    fn batch_after(&self, after: Option<Id>) -> Vec<Item> {
-        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
-        self.items
-            .range((start, Bound::Unbounded))
-            .take(BATCH)
-            .map(|(&id, name)| Item {
-                id,
-                name: name.clone(),
-            })
-            .collect()
-    }
+/// Up to [`BATCH`] items of `items` after `after`, in id order.
+fn batch_after(items: &OrdMap<Id, Name>, after: Option<Id>) -> Vec<Item> {
+    let start = after.map_or(Bound::Unbounded, Bound::Excluded);
+    items
+        .range((start, Bound::Unbounded))
+        .take(BATCH)
+        .map(|(&id, name)| Item {
+            id,
+            name: name.clone(),
+        })
+        .collect()
 }
 
-/// Where a full listing stands: the next batch starts after `after`; `None`
-/// once the last batch went out.
+/// Where a full listing stands in its snapshot: the next batch starts after
+/// `after`; `None` once the last batch went out.
 struct Cursor {
-    state: Arc<RwLock<State>>,
-    version: u64,
+    /// The collection when the listing began; writes since then went to
+    /// copies of the nodes they touched, not to this.
+    snapshot: OrdMap<Id, Name>,
     after: Option<Id>,
 }
 
 impl Cursor {
-    /// The next batch, or the end. A write since the listing began ends it
-    /// with an error: the bytes already sent belong to `version` and the rest
-    /// would not, so the client must not get a complete body under that tag.
+    /// The next batch of the snapshot, or the end. Takes no lock: the
+    /// snapshot belongs to this listing alone.
     fn next_batch(mut self) -> Option<(ItemBatch, Option<Self>)> {
-        let batch = {
-            let state = self.state.read();
-            if state.version != self.version {
-                return Some((
-                    Err(RepositoryError::unavailable(
-                        "the collection changed during the listing",
-                    )),
-                    None,
-                ));
-            }
-            state.batch_after(self.after)
-        };
+        let batch = batch_after(&self.snapshot, self.after);
         let last = batch.last()?.id;
         self.after = Some(last);
         let more = (batch.len() == BATCH).then_some(self);
@@ -97,7 +87,7 @@ impl InMemoryItemRepository {
             ..State::default()
         };
         Self {
-            state: Arc::new(RwLock::new(state)),
+            state: RwLock::new(state),
         }
     }
 }
@@ -149,15 +139,18 @@ impl ItemRepository for InMemoryItemRepository {
         })
     }
 
-    /// Batches of [`BATCH`] items, each copied under its own read lock.
+    /// The snapshot of the collection under one short read lock (an O(1)
+    /// clone), then batches of [`BATCH`] items read from it without a lock:
+    /// the listing is exactly the items of its version, however long the
+    /// client takes to read it.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
-        let (version, total) = {
+        let (snapshot, version) = {
             let state = self.state.read();
-            (state.version, state.items.len() as u64)
+            (state.items.clone(), state.version)
         };
+        let total = snapshot.len() as u64;
         let cursor = Cursor {
-            state: Arc::clone(&self.state),
-            version,
+            snapshot,
             after: None,
         };
         let batches =
