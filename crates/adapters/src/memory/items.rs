@@ -1,7 +1,4 @@
-use std::ops::Bound;
-
 use async_trait::async_trait;
-use imbl::OrdMap;
 use items_domain::{
     Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Replaced,
     RepositoryError,
@@ -9,6 +6,7 @@ use items_domain::{
 use parking_lot::RwLock;
 
 use super::IdCounter;
+use super::item_chunks::ItemChunks;
 
 /// Items in memory. Names are `Arc<str>` inside [`Name`], so copying a page
 /// out of the map only bumps reference counts.
@@ -24,14 +22,13 @@ const BATCH: usize = 1000;
 
 #[derive(Debug, Default)]
 struct State {
-    /// A persistent B+ tree: cloning it is O(1) and shares every node, and a
-    /// write to a shared node copies that node and its path to the root
-    /// (O(log n)), leaving the clone as it was. A full listing serves such
-    /// a clone, so it is the collection as it began, whatever is written
-    /// while it streams (C7, C10), without copying the collection. Without
-    /// a listing in flight no node is shared and writes change nodes in
-    /// place.
-    items: OrdMap<Id, Name>,
+    /// A clone shares every chunk (one reference count per 512 items); a
+    /// write copies the one chunk it changes if a clone still holds it. A
+    /// full listing serves such a clone, so it is the collection as it began,
+    /// whatever is written while it streams (C7, C10), without copying the
+    /// collection. Without a listing in flight nothing is shared and writes
+    /// change the chunks in place.
+    items: ItemChunks,
     /// Never goes back: see [`IdCounter`] (C2).
     last_id: IdCounter,
     /// Bumped by every write, under the write lock: the listing's version (C7).
@@ -39,24 +36,16 @@ struct State {
 }
 
 /// Up to [`BATCH`] items of `items` after `after`, in id order.
-fn batch_after(items: &OrdMap<Id, Name>, after: Option<Id>) -> Vec<Item> {
-    let start = after.map_or(Bound::Unbounded, Bound::Excluded);
-    items
-        .range((start, Bound::Unbounded))
-        .take(BATCH)
-        .map(|(&id, name)| Item {
-            id,
-            name: name.clone(),
-        })
-        .collect()
+fn batch_after(items: &ItemChunks, after: Option<Id>) -> Vec<Item> {
+    items.after(after).take(BATCH).cloned().collect()
 }
 
 /// Where a full listing stands in its snapshot: the next batch starts after
 /// `after`; `None` once the last batch went out.
 struct Cursor {
     /// The collection when the listing began; writes since then went to
-    /// copies of the nodes they touched, not to this.
-    snapshot: OrdMap<Id, Name>,
+    /// copies of the chunks they touched, not to this.
+    snapshot: ItemChunks,
     after: Option<Id>,
 }
 
@@ -109,16 +98,12 @@ impl ItemRepository for InMemoryItemRepository {
     /// the PostgreSQL adapter serves from an index).
     async fn list(&self, query: &ItemQuery) -> Result<ItemPage, RepositoryError> {
         let state = self.state.read();
-        let start = query.after.map_or(Bound::Unbounded, Bound::Excluded);
         let matches_name = |name: &Name| query.name.as_ref().is_none_or(|wanted| wanted == name);
         let mut matching = state
             .items
-            .range((start, Bound::Unbounded))
-            .filter(|(_, name)| matches_name(name))
-            .map(|(&id, name)| Item {
-                id,
-                name: name.clone(),
-            });
+            .after(query.after)
+            .filter(|item| matches_name(&item.name))
+            .cloned();
         let items: Vec<Item> = match query.limit {
             Some(limit) => matching.by_ref().take(limit.get()).collect(),
             None => matching.by_ref().collect(),
@@ -128,8 +113,8 @@ impl ItemRepository for InMemoryItemRepository {
             None => state.items.len(),
             Some(_) => state
                 .items
-                .values()
-                .filter(|name| matches_name(name))
+                .after(None)
+                .filter(|item| matches_name(&item.name))
                 .count(),
         };
         Ok(ItemPage {
@@ -139,8 +124,8 @@ impl ItemRepository for InMemoryItemRepository {
         })
     }
 
-    /// The snapshot of the collection under one short read lock (an O(1)
-    /// clone), then batches of [`BATCH`] items read from it without a lock:
+    /// The snapshot of the collection under one short read lock (a clone of
+    /// the chunk array: 2,000 pointers at 1,000,000 items), then batches of [`BATCH`] items read from it without a lock:
     /// the listing is exactly the items of its version, however long the
     /// client takes to read it.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
@@ -166,7 +151,7 @@ impl ItemRepository for InMemoryItemRepository {
     }
 
     async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {
-        Ok(self.state.read().items.get(&id).map(|name| Item {
+        Ok(self.state.read().items.get(id).map(|name| Item {
             id,
             name: name.clone(),
         }))
@@ -175,7 +160,10 @@ impl ItemRepository for InMemoryItemRepository {
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
         let mut state = self.state.write();
         let id = state.last_id.next()?;
-        state.items.insert(id, name.clone());
+        state.items.push(Item {
+            id,
+            name: name.clone(),
+        });
         state.version += 1;
         Ok(Item { id, name })
     }
@@ -186,7 +174,7 @@ impl ItemRepository for InMemoryItemRepository {
         expected: Option<Name>,
     ) -> Result<Replaced, RepositoryError> {
         let mut state = self.state.write();
-        let Some(current) = state.items.get_mut(&item.id) else {
+        let Some(current) = state.items.get_mut(item.id) else {
             return Ok(Replaced::NotFound);
         };
         if expected.is_some_and(|expected| expected != *current) {
@@ -199,7 +187,7 @@ impl ItemRepository for InMemoryItemRepository {
 
     async fn delete(&self, id: Id) -> Result<bool, RepositoryError> {
         let mut state = self.state.write();
-        let existed = state.items.remove(&id).is_some();
+        let existed = state.items.remove(id);
         if existed {
             state.version += 1;
         }
