@@ -12,9 +12,9 @@ store filled through the repository port. Then it records:
   200 sequential requests each over one keep-alive connection: p50 and p99;
 - the full `GET /items`: time to read all of it, and the server's peak RSS
   growth (VmHWM − VmRSS before) for one listing and for 4 at once;
-- in memory, one full listing while wrk PUTs (c4) in id order and scattered
-  over the collection: it must complete with every item, and what the
-  snapshot's copied chunks cost;
+- in memory, one full listing read slowly (over about 5 s) while wrk PUTs
+  (c4) in id order and scattered over the collection: it must complete with
+  every item; the RSS growth is what the snapshot's copied chunks cost;
 - with SCALE_PGBENCH=1 (default), the service (`wrk -c10`) against `pgbench`
   (`-c10 -M prepared`) running the same `select` and `insert … returning id`.
 
@@ -72,15 +72,19 @@ def page_latencies(server, after):
     return statistics.median(timings), timings[int(len(timings) * 0.99) - 1]
 
 
-def full_listing(server):
-    """Seconds to read the whole `GET /items` and the bytes read."""
+def full_listing(server, seconds=0.0):
+    """Seconds to read the whole `GET /items` and the bytes read; with
+    `seconds`, read slowly (as a slow client would), spread over about that
+    long, so the listing's snapshot is held meanwhile."""
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
     started = time.perf_counter()
     connection.request("GET", "/items")
     response = connection.getresponse()
+    pause = seconds / max(int(response.getheader("X-Total-Count")) * 36 >> 20, 1)
     size = 0
     while chunk := response.read(1 << 20):
         size += len(chunk)
+        time.sleep(pause)
     connection.close()
     return time.perf_counter() - started, size
 
@@ -194,21 +198,23 @@ class PreloadedServer(run.Server):
 
 
 def listing_under_writes(server, size, script):
-    """One full listing while wrk PUTs with `script`: seconds, peak RSS
-    growth (MiB), writes per second; the listing must hold every item."""
+    """One full listing, read over about 5 s, while wrk PUTs with `script`:
+    seconds, peak RSS growth (MiB), writes per second; the listing must hold
+    every item."""
     before = status_kib(server, "VmRSS")
     writer = subprocess.Popen(
         ["taskset", "-c", "1", "wrk", "-t1", "-c4", "-d600s", "-s", os.path.join(run.WRK, script),
          server.url("/"), "--", str(size)], stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(0.5)
-        elapsed, size_bytes = full_listing(server)
+        elapsed, size_bytes = full_listing(server, seconds=5)
     finally:
         writer.send_signal(signal.SIGINT)  # wrk prints its summary on SIGINT
         output = writer.communicate()[0]
     growth = (status_kib(server, "VmHWM") - before) / 1024
-    done = re.search(r"(\d+) requests in ([\d.]+)s", output)
-    rate = int(done.group(1)) / float(done.group(2)) if done else float("nan")
+    done = re.search(r"(\d+) requests in ([\d.]+)(ms|s)", output)
+    rate = (int(done.group(1)) / (float(done.group(2)) / (1000 if done.group(3) == "ms" else 1))
+            if done else float("nan"))
     if size_bytes < size * len('{"id":1,"name":"item-00000000000"},'):
         raise RuntimeError(f"the listing under writes was cut short: {size_bytes} bytes")
     return elapsed, growth, rate
