@@ -4,21 +4,27 @@
 For each size in SCALE_SIZES (default 1,000,000 and 10,000,000) it loads a
 scratch PostgreSQL database directly with `generate_series` (the tally of
 migration 0002 is kept by the insert's own trigger) and starts the release
-service on it; for the in-memory store it preloads 1,000,000 items through
-`POST /items` (wrk). Then it records:
+service on it; for the in-memory store it starts
+`crates/adapters/examples/preloaded_server.rs`, the real HTTP adapter over a
+store filled through the repository port. Then it records:
 
 - `GET /items?limit=100` latency at three depths (first page, middle, last),
   200 sequential requests each over one keep-alive connection: p50 and p99;
 - the full `GET /items`: time to read all of it, and the server's peak RSS
   growth (VmHWM − VmRSS before) for one listing and for 4 at once;
+- in memory, one full listing read slowly (over about 5 s) while wrk PUTs
+  (c4) in id order and scattered over the collection: it must complete with
+  every item; the RSS growth is what the snapshot's copied chunks cost;
 - with SCALE_PGBENCH=1 (default), the service (`wrk -c10`) against `pgbench`
   (`-c10 -M prepared`) running the same `select` and `insert … returning id`.
 
-Every run is bounded (wrk and pgbench by duration, requests by count); the
+SCALE_STORES (default `postgres,memory`) picks the stores. Every run is bounded (wrk and pgbench by duration, requests by count); the
 scratch database is dropped at the end. Results: bench/results/scale.md.
 """
 import http.client
 import os
+import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -31,7 +37,8 @@ import run
 ADMIN = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 SIZES = [int(size) for size in os.environ.get("SCALE_SIZES", "1000000,10000000").split(",")]
 PGBENCH = os.environ.get("SCALE_PGBENCH", "1") == "1"
-MEMORY_ITEMS = int(os.environ.get("SCALE_MEMORY_ITEMS", "1000000"))
+STORES = os.environ.get("SCALE_STORES", "postgres,memory").split(",")
+PRELOADED = os.path.join(run.ROOT, "target", "release", "examples", "preloaded_server")
 REQUESTS = 200
 CONNECTIONS = 10
 
@@ -65,15 +72,19 @@ def page_latencies(server, after):
     return statistics.median(timings), timings[int(len(timings) * 0.99) - 1]
 
 
-def full_listing(server):
-    """Seconds to read the whole `GET /items` and the bytes read."""
+def full_listing(server, seconds=0.0):
+    """Seconds to read the whole `GET /items` and the bytes read; with
+    `seconds`, read slowly (as a slow client would), spread over about that
+    long, so the listing's snapshot is held meanwhile."""
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
     started = time.perf_counter()
     connection.request("GET", "/items")
     response = connection.getresponse()
+    pause = seconds / max(int(response.getheader("X-Total-Count")) * 36 >> 20, 1)
     size = 0
     while chunk := response.read(1 << 20):
         size += len(chunk)
+        time.sleep(pause)
     connection.close()
     return time.perf_counter() - started, size
 
@@ -170,11 +181,55 @@ def postgres(size):
         psql(ADMIN, f'drop database if exists "{database}" with (force)')
 
 
-def memory():
-    server = run.Server("service", run.SERVICE, {"RATE_LIMIT_MAX": "0", "RUST_LOG": "warn"})
+class PreloadedServer(run.Server):
+    """The HTTP adapter over `items` in-memory items put in through the
+    repository port, on core 0; it binds port 0 and prints the port, so there
+    is no race for a free one."""
+
+    def __init__(self, items):
+        self.name = "memory"
+        self.process = subprocess.Popen(["taskset", "-c", "0", PRELOADED, str(items)],
+                                        stdout=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()
+        if not line.startswith("port "):
+            self.stop()
+            raise RuntimeError(f"preloaded_server did not start: {line!r}")
+        self.port = int(line.split()[1])
+
+
+def listing_under_writes(server, size, script):
+    """One full listing, read over about 5 s, while wrk PUTs with `script`:
+    seconds, peak RSS growth (MiB), writes per second; the listing must hold
+    every item."""
+    before = status_kib(server, "VmRSS")
+    writer = subprocess.Popen(
+        ["taskset", "-c", "1", "wrk", "-t1", "-c4", "-d600s", "-s", os.path.join(run.WRK, script),
+         server.url("/"), "--", str(size)], stdout=subprocess.PIPE, text=True)
     try:
-        run.preload(server, MEMORY_ITEMS)
-        return scale_rows("memory", server, run.total(server))
+        time.sleep(0.5)
+        elapsed, size_bytes = full_listing(server, seconds=5)
+    finally:
+        writer.send_signal(signal.SIGINT)  # wrk prints its summary on SIGINT
+        output = writer.communicate()[0]
+    growth = (status_kib(server, "VmHWM") - before) / 1024
+    done = re.search(r"(\d+) requests in ([\d.]+)(ms|s)", output)
+    rate = (int(done.group(1)) / (float(done.group(2)) / (1000 if done.group(3) == "ms" else 1))
+            if done else float("nan"))
+    if size_bytes < size * len('{"id":1,"name":"item-00000000000"},'):
+        raise RuntimeError(f"the listing under writes was cut short: {size_bytes} bytes")
+    return elapsed, growth, rate
+
+
+def memory(size):
+    server = PreloadedServer(size)
+    try:
+        rows = scale_rows("memory", server, size)
+        for label, script in [("in id order", "put_rotating.lua"), ("scattered", "put_scattered.lua")]:
+            elapsed, growth, rate = listing_under_writes(server, size, script)
+            rows.append(f"| memory | {size:,} | `GET /items` during PUTs {label} ({rate:,.0f}/s) | "
+                        f"{elapsed:.2f} s, peak RSS growth {growth:.1f} MiB |")
+            print(rows[-1], flush=True)
+        return rows
     finally:
         server.stop()
 
@@ -183,9 +238,10 @@ def main():
     lines = [f"## Scale — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
              "`python3 bench/scale.py` (release build; server on core 0, clients on core 1)", "",
              "| store | items | request | result |", "|---|---|---|---|"]
-    for size in SIZES:
-        lines += postgres(size)
-    lines += memory()
+    for store, run_store in [("postgres", postgres), ("memory", memory)]:
+        if store in STORES:
+            for size in SIZES:
+                lines += run_store(size)
     os.makedirs(os.path.join(run.ROOT, "bench", "results"), exist_ok=True)
     with open(os.path.join(run.ROOT, "bench", "results", "scale.md"), "w") as out:
         out.write("\n".join(lines) + "\n")

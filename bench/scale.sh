@@ -2,6 +2,7 @@
 # One command for the scale benchmark (issue 12): installs wrk and pgbench if
 # missing, builds the release service, runs bench/scale.py, which writes
 # bench/results/scale.md. About 5 minutes at 1M and 10M rows.
+# SCALE_SIZES and SCALE_STORES (postgres, memory) narrow the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v wrk >/dev/null || ! command -v pgbench >/dev/null; then
@@ -9,4 +10,5 @@ if ! command -v wrk >/dev/null || ! command -v pgbench >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk postgresql-client
 fi
 cargo build --release -q -p items-app
+cargo build --release -q -p items-adapters --example preloaded_server
 timeout 1800 python3 bench/scale.py

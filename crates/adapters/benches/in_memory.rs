@@ -1,6 +1,8 @@
 //! The in-memory repository and the item use cases without a network in the
-//! way, so a regression in the store shows up on its own: get, create, list
-//! everything at 1,000 items, and one keyset page deep into 100,000 items.
+//! way, so a regression in the store shows up on its own: get at up to
+//! 1,000,000 items, create, replace, list everything at 1,000 items (as one
+//! page and as the streamed full listing), and one keyset page deep into
+//! 100,000 items.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
@@ -8,8 +10,9 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use futures_util::StreamExt;
 use items_adapters::memory::InMemoryItemRepository;
-use items_domain::{Id, ItemQuery, ItemRepository, ItemService, Name, PageLimit};
+use items_domain::{Id, Item, ItemQuery, ItemRepository, ItemService, Name, PageLimit};
 use tokio::runtime::Runtime;
 
 fn store(runtime: &Runtime, items: i64) -> Arc<InMemoryItemRepository> {
@@ -29,7 +32,7 @@ fn repository(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    for size in [100, 100_000] {
+    for size in [100, 100_000, 1_000_000] {
         let repository = store(&runtime, size);
         let mut id = 0;
         c.bench_function(&format!("repository get, {size} items"), |b| {
@@ -50,12 +53,58 @@ fn repository(c: &mut Criterion) {
                 .unwrap()
         })
     });
+    let large = store(&runtime, 100_000);
+    let mut id = 0;
+    c.bench_function("repository replace, 100,000 items", |b| {
+        b.iter(|| {
+            id = id % 100_000 + 1;
+            let item = Item {
+                id: Id::new(id),
+                name: name.clone(),
+            };
+            runtime
+                .block_on(large.replace(black_box(&item), None))
+                .unwrap()
+        })
+    });
+    // The write that lands while a full listing is being served: the
+    // listing is opened untimed, the replace is timed, the listing is
+    // dropped untimed.
+    c.bench_function("repository replace during a listing, 100,000 items", |b| {
+        b.iter_batched(
+            || runtime.block_on(large.list_all()).unwrap(),
+            |listing| {
+                id = id % 100_000 + 1;
+                let item = Item {
+                    id: Id::new(id),
+                    name: name.clone(),
+                };
+                runtime
+                    .block_on(large.replace(black_box(&item), None))
+                    .unwrap();
+                listing
+            },
+            BatchSize::SmallInput,
+        )
+    });
     let thousand = store(&runtime, 1000);
     c.bench_function("repository list all, 1,000 items", |b| {
         b.iter(|| {
             runtime
                 .block_on(thousand.list(black_box(&ItemQuery::default())))
                 .unwrap()
+        })
+    });
+    c.bench_function("repository stream all, 1,000 items", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let listing = thousand.list_all().await.unwrap();
+                listing
+                    .batches
+                    .map(|batch| batch.unwrap().len())
+                    .collect::<Vec<_>>()
+                    .await
+            })
         })
     });
     let deep = store(&runtime, 100_000);

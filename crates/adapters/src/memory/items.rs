@@ -1,7 +1,3 @@
-use std::collections::BTreeMap;
-use std::ops::Bound;
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use items_domain::{
     Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Replaced,
@@ -10,71 +6,54 @@ use items_domain::{
 use parking_lot::RwLock;
 
 use super::IdCounter;
+use super::item_chunks::ItemChunks;
 
-/// Items in memory. Names are `Arc<str>` inside [`Name`], so the map holds one
-/// allocation per item and copying a page out of it only bumps reference
-/// counts.
+/// Items in memory. Names are `Arc<str>` inside [`Name`], so copying a page
+/// out of the map only bumps reference counts.
 #[derive(Debug)]
 pub struct InMemoryItemRepository {
-    /// Shared with the full listings in flight, which copy one batch at a
-    /// time out of it.
-    state: Arc<RwLock<State>>,
+    state: RwLock<State>,
 }
 
-/// Items a full listing copies out per read lock: small enough that a writer
-/// waits microseconds and a listing holds kilobytes, large enough that the
-/// lock is taken rarely.
+/// Items a full listing hands to the HTTP adapter at a time: enough that the
+/// per-batch costs (a range seek, a `Vec`, a chunk on the socket) vanish,
+/// few enough that a listing holds tens of kilobytes.
 const BATCH: usize = 1000;
 
 #[derive(Debug, Default)]
 struct State {
-    items: BTreeMap<Id, Name>,
+    /// A clone shares every chunk (one reference count per 512 items); a
+    /// write copies the one chunk it changes if a clone still holds it. A
+    /// full listing serves such a clone, so it is the collection as it began,
+    /// whatever is written while it streams (C7, C10), without copying the
+    /// collection. Without a listing in flight nothing is shared and writes
+    /// change the chunks in place.
+    items: ItemChunks,
     /// Never goes back: see [`IdCounter`] (C2).
     last_id: IdCounter,
     /// Bumped by every write, under the write lock: the listing's version (C7).
     version: u64,
 }
 
-impl State {
-    /// Up to [`BATCH`] items after `after`, in id order.
-    fn batch_after(&self, after: Option<Id>) -> Vec<Item> {
-        let start = after.map_or(Bound::Unbounded, Bound::Excluded);
-        self.items
-            .range((start, Bound::Unbounded))
-            .take(BATCH)
-            .map(|(&id, name)| Item {
-                id,
-                name: name.clone(),
-            })
-            .collect()
-    }
+/// Up to [`BATCH`] items of `items` after `after`, in id order.
+fn batch_after(items: &ItemChunks, after: Option<Id>) -> Vec<Item> {
+    items.after(after).take(BATCH).cloned().collect()
 }
 
-/// Where a full listing stands: the next batch starts after `after`; `None`
-/// once the last batch went out.
+/// Where a full listing stands in its snapshot: the next batch starts after
+/// `after`; `None` once the last batch went out.
 struct Cursor {
-    state: Arc<RwLock<State>>,
-    version: u64,
+    /// The collection when the listing began; writes since then went to
+    /// copies of the chunks they touched, not to this.
+    snapshot: ItemChunks,
     after: Option<Id>,
 }
 
 impl Cursor {
-    /// The next batch, or the end. A write since the listing began ends it
-    /// with an error: the bytes already sent belong to `version` and the rest
-    /// would not, so the client must not get a complete body under that tag.
+    /// The next batch of the snapshot, or the end. Takes no lock: the
+    /// snapshot belongs to this listing alone.
     fn next_batch(mut self) -> Option<(ItemBatch, Option<Self>)> {
-        let batch = {
-            let state = self.state.read();
-            if state.version != self.version {
-                return Some((
-                    Err(RepositoryError::unavailable(
-                        "the collection changed during the listing",
-                    )),
-                    None,
-                ));
-            }
-            state.batch_after(self.after)
-        };
+        let batch = batch_after(&self.snapshot, self.after);
         let last = batch.last()?.id;
         self.after = Some(last);
         let more = (batch.len() == BATCH).then_some(self);
@@ -97,7 +76,7 @@ impl InMemoryItemRepository {
             ..State::default()
         };
         Self {
-            state: Arc::new(RwLock::new(state)),
+            state: RwLock::new(state),
         }
     }
 }
@@ -119,16 +98,12 @@ impl ItemRepository for InMemoryItemRepository {
     /// the PostgreSQL adapter serves from an index).
     async fn list(&self, query: &ItemQuery) -> Result<ItemPage, RepositoryError> {
         let state = self.state.read();
-        let start = query.after.map_or(Bound::Unbounded, Bound::Excluded);
         let matches_name = |name: &Name| query.name.as_ref().is_none_or(|wanted| wanted == name);
         let mut matching = state
             .items
-            .range((start, Bound::Unbounded))
-            .filter(|(_, name)| matches_name(name))
-            .map(|(&id, name)| Item {
-                id,
-                name: name.clone(),
-            });
+            .after(query.after)
+            .filter(|item| matches_name(&item.name))
+            .cloned();
         let items: Vec<Item> = match query.limit {
             Some(limit) => matching.by_ref().take(limit.get()).collect(),
             None => matching.by_ref().collect(),
@@ -138,8 +113,8 @@ impl ItemRepository for InMemoryItemRepository {
             None => state.items.len(),
             Some(_) => state
                 .items
-                .values()
-                .filter(|name| matches_name(name))
+                .after(None)
+                .filter(|item| matches_name(&item.name))
                 .count(),
         };
         Ok(ItemPage {
@@ -149,15 +124,18 @@ impl ItemRepository for InMemoryItemRepository {
         })
     }
 
-    /// Batches of `BATCH` items, each copied under its own read lock.
+    /// The snapshot of the collection under one short read lock (a clone of
+    /// the chunk array: 2,000 pointers at 1,000,000 items), then batches of [`BATCH`] items read from it without a lock:
+    /// the listing is exactly the items of its version, however long the
+    /// client takes to read it.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
-        let (version, total) = {
+        let (snapshot, version) = {
             let state = self.state.read();
-            (state.version, state.items.len() as u64)
+            (state.items.clone(), state.version)
         };
+        let total = snapshot.len() as u64;
         let cursor = Cursor {
-            state: Arc::clone(&self.state),
-            version,
+            snapshot,
             after: None,
         };
         let batches =
@@ -173,7 +151,7 @@ impl ItemRepository for InMemoryItemRepository {
     }
 
     async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {
-        Ok(self.state.read().items.get(&id).map(|name| Item {
+        Ok(self.state.read().items.get(id).map(|name| Item {
             id,
             name: name.clone(),
         }))
@@ -182,7 +160,10 @@ impl ItemRepository for InMemoryItemRepository {
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
         let mut state = self.state.write();
         let id = state.last_id.next()?;
-        state.items.insert(id, name.clone());
+        state.items.push(Item {
+            id,
+            name: name.clone(),
+        });
         state.version += 1;
         Ok(Item { id, name })
     }
@@ -193,7 +174,7 @@ impl ItemRepository for InMemoryItemRepository {
         expected: Option<Name>,
     ) -> Result<Replaced, RepositoryError> {
         let mut state = self.state.write();
-        let Some(current) = state.items.get_mut(&item.id) else {
+        let Some(current) = state.items.get_mut(item.id) else {
             return Ok(Replaced::NotFound);
         };
         if expected.is_some_and(|expected| expected != *current) {
@@ -206,7 +187,7 @@ impl ItemRepository for InMemoryItemRepository {
 
     async fn delete(&self, id: Id) -> Result<bool, RepositoryError> {
         let mut state = self.state.write();
-        let existed = state.items.remove(&id).is_some();
+        let existed = state.items.remove(id);
         if existed {
             state.version += 1;
         }

@@ -1,5 +1,10 @@
 //! Listing items at scale: contract C10.
 
+use items_adapters::memory::{
+    InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
+};
+use items_domain::{ItemRepository, Name};
+use items_testkit::Repositories;
 use serde_json::Value;
 
 use items_testkit::http::*;
@@ -220,4 +225,57 @@ async fn an_empty_collection_streams_an_empty_array_c10() {
 
     assert_eq!(header(&response, "x-total-count"), "0");
     assert_eq!(&response.bytes().await.unwrap()[..], b"[]");
+}
+
+/// A server over `count` items put in through the repository port: quicker
+/// than HTTP for a listing larger than the socket buffers.
+async fn app_with_many_items(count: usize) -> TestApp {
+    let items = InMemoryItemRepository::new();
+    for n in 1..=count {
+        items
+            .create(Name::parse(&format!("item-{n}")).unwrap())
+            .await
+            .unwrap();
+    }
+    TestApp::spawn(TestServices::over(Repositories::new(
+        items,
+        InMemoryProductRepository::new(),
+        InMemoryUserRepository::seeded(),
+    )))
+    .await
+}
+
+/// Writes that land while a full listing streams neither cut it short nor
+/// show up in it: it completes with the very bytes the same tag named
+/// before the writes, a valid JSON array (C7: equal tags, equal bytes; C10).
+/// The body (~8 MB) outgrows the socket buffers, so the server is still
+/// producing it when the writes land: the client stops reading after the
+/// first chunk until they are done.
+#[tokio::test]
+async fn writes_during_a_streamed_listing_leave_it_whole_and_true_to_its_tag_c7_c10() {
+    let app = app_with_many_items(300_000).await;
+    let (tag, bytes) = full_listing(&app).await;
+
+    let mut listing = app.get("/items").await;
+    assert_eq!(header(&listing, "etag"), tag);
+    let mut streamed = listing.chunk().await.unwrap().unwrap().to_vec();
+    assert!(
+        streamed.len() < bytes.len(),
+        "the listing is still streaming"
+    );
+    app.create_item("late").await;
+    let renamed = app
+        .put_json("/items/200000", &serde_json::json!({"name": "renamed"}))
+        .await;
+    assert_eq!(renamed.status(), 200);
+    assert_eq!(app.delete("/items/299999").await.status(), 204);
+    while let Some(chunk) = listing.chunk().await.unwrap() {
+        streamed.extend_from_slice(&chunk);
+    }
+
+    assert!(streamed == bytes, "the listing is the one its tag names");
+    let items: Value = serde_json::from_slice(&streamed).unwrap();
+    assert_eq!(items.as_array().unwrap().len(), 300_000);
+    let (after, _) = full_listing(&app).await;
+    assert_ne!(after, tag, "the writes made a new version");
 }
