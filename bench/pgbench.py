@@ -16,7 +16,8 @@ Besides throughput, every run reports CPU time per request of
   reaps them, so the growth of the postmaster's cutime + cstime is exactly
   what the backends spent (plus any other backend on the server that ended
   meanwhile: noise, which the pairs and medians absorb),
-- the client (wrk or pgbench: this script's children's rusage),
+- the client (wrk or pgbench: this script's children's rusage, read just
+  before and after it runs),
 
 and the database transactions per request (pg_stat_database.xact_commit).
 
@@ -65,9 +66,11 @@ def load(url, size):
     """`size` rows in one statement (the tally's trigger counts them once),
     then statistics and the visibility map, so plans and index-only scans
     are those of a settled table rather than of a fresh bulk load."""
+    started = time.perf_counter()
     psql(url, "insert into items (name) select convert_to('item-' || lpad(g::text, 11, '0'), 'UTF8') "
               f"from generate_series(1, {size}) g")
     psql(url, "vacuum analyze items")
+    print(f"loaded {size:,} rows in {time.perf_counter() - started:.0f} s", flush=True)
 
 
 def drop_database(database):
@@ -75,8 +78,8 @@ def drop_database(database):
 
 
 class Meter:
-    """CPU of the postmaster's reaped children and of this script's, and the
-    database's committed transactions, between `__init__` and `stop`."""
+    """CPU of the postmaster's reaped children, and the database's committed
+    transactions, between `__init__` and `stop`."""
 
     TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -88,22 +91,20 @@ class Meter:
     def sample(self):
         with open(f"/proc/{self.postmaster}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
-        children = resource.getrusage(resource.RUSAGE_CHILDREN)
         xacts = int(psql(self.url, "select xact_commit from pg_stat_database where datname = current_database()"))
         return {
             "backends": (int(fields[13]) + int(fields[14])) / self.TICKS,  # cutime, cstime
-            "client": children.ru_utime + children.ru_stime,
             "xacts": xacts,
         }
 
-    def stop(self, requests):
+    def stop(self, requests, client_seconds):
         # Backends that just ended are reaped, and have flushed their
         # statistics, within moments.
         time.sleep(0.5)
         end = self.sample()
         return {
             "backend_us": (end["backends"] - self.start["backends"]) * 1e6 / requests,
-            "client_us": (end["client"] - self.start["client"]) * 1e6 / requests,
+            "client_us": client_seconds * 1e6 / requests,
             # Each psql sample is one transaction of its own.
             "xacts": (end["xacts"] - self.start["xacts"] - 1) / requests,
         }
@@ -117,15 +118,24 @@ def postmaster_pid(url):
         return int(stat.read().rsplit(")", 1)[1].split()[1])
 
 
+def children_cpu():
+    """CPU seconds of this script's children that have ended: read around
+    one client run, it is that client's."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def service_run(url, script, args):
     server = run.Server("service", run.SERVICE, dict(SERVICE_ENV, DATABASE_URL=url))
     try:
         meter = Meter(url)
+        client = children_cpu()
         result = run.wrk(server, "/", script, args, seconds=SECONDS, connections=CONNECTIONS)
+        client = children_cpu() - client
         requests = round(result["rps"] * SECONDS)
     finally:
         server.stop()
-    return {"rps": result["rps"], "service_us": result["cpu_us"], **meter.stop(requests)}
+    return {"rps": result["rps"], "service_us": result["cpu_us"], **meter.stop(requests, client)}
 
 
 def pgbench_run(url, statement):
@@ -133,15 +143,17 @@ def pgbench_run(url, statement):
         file.write(statement)
     try:
         meter = Meter(url)
+        client = children_cpu()
         output = subprocess.run(
             ["taskset", "-c", "1", "pgbench", "-n", "-M", "prepared", f"-c{CONNECTIONS}", "-j1",
              f"-T{SECONDS}", "-f", file.name, url],
             capture_output=True, text=True, check=True).stdout
+        client = children_cpu() - client
     finally:
         os.unlink(file.name)
     requests = int(re.search(r"number of transactions actually processed: (\d+)", output).group(1))
     tps = float(re.search(r"tps = ([\d.]+)", output).group(1))
-    return {"rps": tps, "service_us": 0.0, **meter.stop(requests)}
+    return {"rps": tps, "service_us": 0.0, **meter.stop(requests, client)}
 
 
 def scenarios(size):
@@ -190,13 +202,16 @@ def ratio_rows(url, size):
         ratios = sorted(service["rps"] / bench["rps"] for service, bench in results)
         services = [service for service, _ in results]
         benches = [bench for _, bench in results]
+        service, backends, wrk = (median(services, key) for key in ("service_us", "backend_us", "client_us"))
+        database, client = (median(benches, key) for key in ("backend_us", "client_us"))
         rows.append(
             f"| PostgreSQL | {size:,} | {label} (c{CONNECTIONS}) | "
             f"{median(services, 'rps'):,.0f} vs {median(benches, 'rps'):,.0f} req/s: "
             f"**{statistics.median(ratios):.2f}** (pairs {ratios[0]:.2f}–{ratios[-1]:.2f}); "
-            f"CPU µs/req: service {median(services, 'service_us'):.1f} + backends "
-            f"{median(services, 'backend_us'):.1f} + wrk {median(services, 'client_us'):.1f} "
-            f"vs backends {median(benches, 'backend_us'):.1f} + pgbench {median(benches, 'client_us'):.1f} |")
+            f"CPU µs/req: service {service:.1f} + backends {backends:.1f} + wrk {wrk:.1f} "
+            f"vs backends {database:.1f} + pgbench {client:.1f}; CPU-bound ceiling "
+            f"{(database + client) / (service + backends + wrk):.2f}, with a service that cost "
+            f"nothing {(database + client) / (backends + wrk):.2f} |")
         print(rows[-1], flush=True)
     return rows
 

@@ -9,4 +9,4 @@ if ! command -v wrk >/dev/null || ! command -v pgbench >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk postgresql-client
 fi
 cargo build --release -q -p items-app
-timeout 1800 python3 bench/scale.py
+timeout 3600 python3 bench/scale.py

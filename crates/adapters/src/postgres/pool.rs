@@ -141,3 +141,71 @@ pub(super) async fn close(pool: &Pool) {
         let _ = connection.raw.close().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures_util::{FutureExt, StreamExt};
+    use items_domain::{Id, ItemRepository, Name};
+
+    use crate::postgres::PostgresStore;
+    use crate::postgres::scratch::{ScratchDatabase, test_database_url};
+
+    /// A store whose pool holds one connection, so every lease after the
+    /// first gets the connection the one before it left behind.
+    async fn one_connection() -> (PostgresStore, ScratchDatabase) {
+        let database = ScratchDatabase::create(&test_database_url())
+            .await
+            .expect("a scratch database");
+        let store = PostgresStore::connect(database.options(), 1, Duration::from_secs(5))
+            .await
+            .expect("connects and migrates");
+        (store, database)
+    }
+
+    fn name(text: &str) -> Name {
+        Name::parse(text).expect("a valid name")
+    }
+
+    #[tokio::test]
+    async fn a_query_abandoned_before_its_reply_leaves_no_reply_for_the_next_c2() {
+        let (store, database) = one_connection().await;
+        let items = store.items();
+        for text in ["first", "second"] {
+            items.create(name(text)).await.expect("created");
+        }
+
+        // Polled once: the query is sent, its reply not yet read.
+        assert!(items.get(Id::new(1)).now_or_never().is_none());
+        let second = items.get(Id::new(2)).await.expect("answered");
+
+        assert_eq!(second.map(|item| item.name), Some(name("second")));
+        store.close().await;
+        database.drop().await;
+    }
+
+    #[tokio::test]
+    async fn a_listing_abandoned_half_way_leaves_no_transaction_for_the_next_c7() {
+        let (store, database) = one_connection().await;
+        let items = store.items();
+        items.create(name("before")).await.expect("created");
+
+        let abandoned = items.list_all().await.expect("a listing");
+        drop(abandoned);
+        // Outside the abandoned listing's snapshot, this write is seen.
+        items.create(name("after")).await.expect("created");
+        let listing = items.list_all().await.expect("a listing");
+        let names: Vec<Name> = listing
+            .batches
+            .flat_map(|batch| futures_util::stream::iter(batch.expect("a batch")))
+            .map(|item| item.name)
+            .collect()
+            .await;
+
+        assert_eq!(listing.total, 2);
+        assert_eq!(names, [name("before"), name("after")]);
+        store.close().await;
+        database.drop().await;
+    }
+}
