@@ -4,8 +4,8 @@
 //! sqlx's own `PgPool` sends a `Sync` and waits for the answer every time a
 //! connection comes back, in case the work was abandoned half-way: a second
 //! round trip per query, and a connection that stays out of the pool until it
-//! returns. At ten connections that halved the throughput of a one-query
-//! request (measured: docs/performance.md, issue 12). Here a connection knows
+//! returns. Measured alone, that more than doubled the client's CPU per query
+//! (docs/performance.md, issue 12). Here a connection knows
 //! whether its last work ran to the end: if it did, it goes back as it is;
 //! only if it did not (an error, a request abandoned mid-query, a listing
 //! abandoned mid-transaction) is it tidied, with one round trip, before it is
@@ -78,13 +78,8 @@ impl managed::Manager for Manager {
 }
 
 /// A connection lent by the pool; it goes back when dropped.
+#[derive(Debug)]
 pub(super) struct Lease(Object<Manager>);
-
-impl std::fmt::Debug for Lease {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.debug_struct("Lease").finish_non_exhaustive()
-    }
-}
 
 /// A connection from `pool`, waiting at most [`ACQUIRE_TIMEOUT`] for one to
 /// be free, opened or tidied.
