@@ -10,13 +10,16 @@ store filled through the repository port. Then it records:
 
 - `GET /items?limit=100` latency at three depths (first page, middle, last),
   200 sequential requests each over one keep-alive connection: p50 and p99;
+  the same for `GET /items?name=X&limit=100` (X one name in the middle);
 - the full `GET /items`: time to read all of it, and the server's peak RSS
   growth (VmHWM − VmRSS before) for one listing and for 4 at once;
 - in memory, one full listing read slowly (over about 5 s) while wrk PUTs
   (c4) in id order and scattered over the collection: it must complete with
   every item; the RSS growth is what the snapshot's copied chunks cost;
-- with SCALE_PGBENCH=1 (default), the service (`wrk -c10`) against `pgbench`
-  (`-c10 -M prepared`) running the same `select` and `insert … returning id`.
+- with SCALE_PGBENCH=1 (default), at the first size, the service
+  (`wrk -c10`) against `pgbench` (`-c10 -M prepared`) running the same
+  `select` and `insert … returning id`: interleaved pairs, CPU per request
+  on each side (bench/pgbench.py).
 
 SCALE_STORES (default `postgres,memory`) picks the stores. Every run is bounded (wrk and pgbench by duration, requests by count); the
 scratch database is dropped at the end. Results: bench/results/scale.md.
@@ -26,25 +29,18 @@ import os
 import re
 import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
+import pgbench
 import run
 
-ADMIN = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 SIZES = [int(size) for size in os.environ.get("SCALE_SIZES", "1000000,10000000").split(",")]
 PGBENCH = os.environ.get("SCALE_PGBENCH", "1") == "1"
 STORES = os.environ.get("SCALE_STORES", "postgres,memory").split(",")
 PRELOADED = os.path.join(run.ROOT, "target", "release", "examples", "preloaded_server")
 REQUESTS = 200
-CONNECTIONS = 10
-
-
-def psql(database_url, sql):
-    subprocess.run(["psql", database_url, "-qAtc", sql], check=True, stdout=subprocess.DEVNULL)
 
 
 def status_kib(server, field):
@@ -55,18 +51,18 @@ def status_kib(server, field):
     raise RuntimeError(f"no {field}")
 
 
-def page_latencies(server, after):
-    """p50 and p99 in ms of `GET /items?limit=100&after=…`, sequential."""
+def page_latencies(server, query):
+    """p50 and p99 in ms of `GET /items?{query}`, sequential."""
     connection = http.client.HTTPConnection("127.0.0.1", server.port)
     timings = []
     for _ in range(REQUESTS):
         started = time.perf_counter()
-        connection.request("GET", f"/items?limit=100&after={after}")
+        connection.request("GET", f"/items?{query}")
         response = connection.getresponse()
         response.read()
         timings.append((time.perf_counter() - started) * 1000)
         if response.status != 200 or not response.getheader("X-Total-Count"):
-            raise RuntimeError(f"page after {after}: {response.status}")
+            raise RuntimeError(f"{query}: {response.status}")
     connection.close()
     timings.sort()
     return statistics.median(timings), timings[int(len(timings) * 0.99) - 1]
@@ -111,9 +107,15 @@ def scale_rows(label, server, size):
     rows = []
     depths = [("first page", 0), ("middle", size // 2), ("last page", max(size - 100, 0))]
     for depth, after in depths:
-        p50, p99 = page_latencies(server, after)
+        p50, p99 = page_latencies(server, f"limit=100&after={after}")
         rows.append(f"| {label} | {size:,} | `GET /items?limit=100` ({depth}) | p50 {p50:.2f} ms, p99 {p99:.2f} ms |")
         print(rows[-1], flush=True)
+    # Names are unique here ("item-" and the id in 11 digits): the total of
+    # `name=X` comes from the (name, id) index, in the rows that match.
+    p50, p99 = page_latencies(server, f"name=item-{size // 2:011d}&limit=100")
+    rows.append(f"| {label} | {size:,} | `GET /items?name=X&limit=100` (X in the middle) | "
+                f"p50 {p50:.2f} ms, p99 {p99:.2f} ms |")
+    print(rows[-1], flush=True)
     elapsed, size_bytes, growth = listings(server, 1)
     rows.append(f"| {label} | {size:,} | `GET /items` (all, {size_bytes / 1e6:.0f} MB) | "
                 f"{elapsed:.2f} s, peak RSS growth {growth:.1f} MiB |")
@@ -125,60 +127,21 @@ def scale_rows(label, server, size):
     return rows
 
 
-def pgbench(database_url, script, seconds=5):
-    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as file:
-        file.write(script)
-    try:
-        output = subprocess.run(
-            ["taskset", "-c", "1", "pgbench", "-n", "-M", "prepared", f"-c{CONNECTIONS}", "-j1",
-             f"-T{seconds}", "-f", file.name, database_url],
-            capture_output=True, text=True, check=True).stdout
-    finally:
-        os.unlink(file.name)
-    for line in output.splitlines():
-        if line.startswith("tps ="):
-            return float(line.split()[2])
-    raise RuntimeError(output)
-
-
-def pgbench_rows(server, database_url, size):
-    rows = []
-    get = run.wrk(server, "/", "get_rotating.lua", [size], seconds=5, connections=CONNECTIONS)
-    tps = pgbench(database_url, f"\\set id random(1, {size})\nselect id, name from items where id = :id;\n")
-    rows.append(f"| PostgreSQL | {size:,} | `GET /items/{{id}}` vs pgbench `select` (c{CONNECTIONS}) | "
-                f"{get['rps']:,.0f} vs {tps:,.0f} req/s: **{get['rps'] / tps:.2f}** |")
-    print(rows[-1], flush=True)
-    post = run.wrk(server, "/", "post.lua", [], seconds=5, connections=CONNECTIONS)
-    tps = pgbench(database_url, "insert into items (name) values ('\\x626e') returning id;\n")
-    rows.append(f"| PostgreSQL | {size:,} | `POST /items` vs pgbench `insert … returning id` (c{CONNECTIONS}) | "
-                f"{post['rps']:,.0f} vs {tps:,.0f} req/s: **{post['rps'] / tps:.2f}** |")
-    print(rows[-1], flush=True)
-    return rows
-
-
 def postgres(size):
-    database = f"items_scale_{int(time.time())}"
-    base = ADMIN.rsplit("/", 1)[0]
-    url = f"{base}/{database}"
-    psql(ADMIN, f'create database "{database}"')
+    database, url = pgbench.create_database(size)
     server = None
     try:
-        env = {"RATE_LIMIT_MAX": "0", "RUST_LOG": "warn", "DATABASE_URL": url}
-        run.Server("migrate", run.SERVICE, env).stop()  # applies the migrations
-        started = time.perf_counter()
-        psql(url, "insert into items (name) select convert_to('item-' || lpad(g::text, 11, '0'), 'UTF8') "
-                  f"from generate_series(1, {size}) g")
-        psql(url, "vacuum analyze items")
-        print(f"loaded {size:,} rows in {time.perf_counter() - started:.0f} s", flush=True)
-        server = run.Server("service", run.SERVICE, env)
+        server = run.Server("service", run.SERVICE, dict(pgbench.SERVICE_ENV, DATABASE_URL=url))
         rows = scale_rows("PostgreSQL", server, size)
+        server.stop()
+        server = None
         if PGBENCH and size == SIZES[0]:
-            rows += pgbench_rows(server, url, size)
+            rows += pgbench.ratio_rows(url, size)
         return rows
     finally:
         if server:
             server.stop()
-        psql(ADMIN, f'drop database if exists "{database}" with (force)')
+        pgbench.drop_database(database)
 
 
 class PreloadedServer(run.Server):

@@ -11,4 +11,4 @@ if ! command -v wrk >/dev/null || ! command -v pgbench >/dev/null; then
 fi
 cargo build --release -q -p items-app
 cargo build --release -q -p items-adapters --example preloaded_server
-timeout 1800 python3 bench/scale.py
+timeout 3600 python3 bench/scale.py

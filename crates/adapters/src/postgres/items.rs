@@ -3,18 +3,18 @@ use items_domain::{
     Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Replaced,
     RepositoryError,
 };
-use sqlx::{PgPool, Postgres, Transaction};
 
-use super::{stored_name, unavailable};
+use super::pool::{Lease, Pool, lease};
+use super::stored_name;
 
 /// Items in the `items` table.
 #[derive(Debug, Clone)]
 pub struct PostgresItemRepository {
-    pool: PgPool,
+    pool: Pool,
 }
 
 impl PostgresItemRepository {
-    pub(super) fn new(pool: PgPool) -> Self {
+    pub(super) fn new(pool: Pool) -> Self {
         Self { pool }
     }
 }
@@ -25,38 +25,52 @@ const TOTAL: &str = "select coalesce(sum(items), 0)::bigint from item_tally";
 /// Rows a full listing reads per round trip (see [`Cursor`]).
 const BATCH: i64 = 1000;
 
-/// Where a full listing stands: a read-only repeatable-read transaction, so
-/// every batch sees the snapshot the version and total were read in, and the
-/// last id sent (keyset batches: each one an index range scan).
+/// Where a full listing stands: a connection in a read-only repeatable-read
+/// transaction, so every batch sees the snapshot the version and total were
+/// read in, and the last id sent (keyset batches: each one an index range
+/// scan).
 struct Cursor {
-    transaction: Transaction<'static, Postgres>,
+    connection: Lease,
     after: i64,
 }
 
 impl Cursor {
-    /// The next batch, or the end (the transaction is then dropped, which
-    /// returns the connection to the pool).
+    /// The next batch, or the end.
     async fn next_batch(mut self) -> Option<(ItemBatch, Option<Self>)> {
-        let rows: Result<Vec<(i64, Vec<u8>)>, _> =
-            sqlx::query_as("select id, name from items where id > $1 order by id limit $2")
-                .bind(self.after)
-                .bind(BATCH)
-                .fetch_all(&mut *self.transaction)
-                .await;
-        let batch = match rows {
-            Ok(rows) => rows.into_iter().map(item).collect::<Result<Vec<_>, _>>(),
-            Err(error) => Err(unavailable(error)),
+        let after = self.after;
+        let rows = self
+            .connection
+            .run(|connection| {
+                sqlx::query_as("select id, name from items where id > $1 order by id limit $2")
+                    .bind(after)
+                    .bind(BATCH)
+                    .fetch_all(connection)
+            })
+            .await;
+        let items = match rows.and_then(items) {
+            Ok(items) => items,
+            Err(error) => return Some((Err(error), None)),
         };
-        match batch {
-            Ok(items) if items.is_empty() => None,
-            Ok(items) => {
-                let full = items.len() as i64 == BATCH;
-                self.after = items.last().map_or(self.after, |last| last.id.get());
-                Some((Ok(items), full.then_some(self)))
-            }
-            Err(error) => Some((Err(error), None)),
+        if items.len() as i64 == BATCH {
+            self.after = items.last().map_or(after, |last| last.id.get());
+            return Some((Ok(items), Some(self)));
         }
+        self.finish().await;
+        (!items.is_empty()).then_some((Ok(items), None))
     }
+
+    /// Commits the read-only transaction and gives the connection back. A
+    /// failure here changes nothing for a listing already read whole: the
+    /// pool rolls the transaction back, or closes the connection, before
+    /// lending it again (as it does for a listing abandoned half-way).
+    async fn finish(mut self) {
+        let _ = self.connection.commit().await;
+    }
+}
+
+/// Rows as read, or the first that cannot be an item.
+fn items(rows: Vec<(i64, Vec<u8>)>) -> Result<Vec<Item>, RepositoryError> {
+    rows.into_iter().map(item).collect()
 }
 
 /// A row as read; see [`stored_name`] for why a bad name is not a panic.
@@ -79,43 +93,52 @@ impl ItemRepository for PostgresItemRepository {
         let after = query.after.map_or(i64::MIN, Id::get);
         // `limit null` is no limit at all.
         let fetch = query.limit.map(|limit| limit.get() as i64 + 1);
+        let mut connection = lease(&self.pool).await?;
         let (rows, total): (Vec<(i64, Vec<u8>)>, i64) = match &query.name {
             None => {
-                let rows =
-                    sqlx::query_as("select id, name from items where id > $1 order by id limit $2")
+                let rows = connection
+                    .run(|connection| {
+                        sqlx::query_as(
+                            "select id, name from items where id > $1 order by id limit $2",
+                        )
                         .bind(after)
                         .bind(fetch)
-                        .fetch_all(&self.pool)
-                        .await
-                        .map_err(unavailable)?;
+                        .fetch_all(connection)
+                    })
+                    .await?;
                 // Exact and O(1): the tally the triggers of migration 0002
                 // keep in the same transaction as every insert and delete,
                 // summed over its 16 slots (`count(*)` would read the table).
-                let total = sqlx::query_scalar(TOTAL)
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(unavailable)?;
+                let total = connection
+                    .run(|connection| sqlx::query_scalar(TOTAL).fetch_one(connection))
+                    .await?;
                 (rows, total)
             }
             Some(name) => {
-                let rows = sqlx::query_as(
-                    "select id, name from items where name = $1 and id > $2 order by id limit $3",
-                )
-                .bind(name.as_str().as_bytes())
-                .bind(after)
-                .bind(fetch)
-                .fetch_all(&self.pool)
-                .await
-                .map_err(unavailable)?;
-                let total = sqlx::query_scalar("select count(*) from items where name = $1")
-                    .bind(name.as_str().as_bytes())
-                    .fetch_one(&self.pool)
-                    .await
-                    .map_err(unavailable)?;
+                let name = name.as_str().as_bytes();
+                let rows = connection
+                    .run(|connection| {
+                        sqlx::query_as(
+                            "select id, name from items where name = $1 and id > $2 order by id limit $3",
+                        )
+                        .bind(name)
+                        .bind(after)
+                        .bind(fetch)
+                        .fetch_all(connection)
+                    })
+                    .await?;
+                let total = connection
+                    .run(|connection| {
+                        sqlx::query_scalar("select count(*) from items where name = $1")
+                            .bind(name)
+                            .fetch_one(connection)
+                    })
+                    .await?;
                 (rows, total)
             }
         };
-        let mut items = rows.into_iter().map(item).collect::<Result<Vec<_>, _>>()?;
+        drop(connection);
+        let mut items = items(rows)?;
         let has_more = query.limit.is_some_and(|limit| items.len() > limit.get());
         if let Some(limit) = query.limit {
             items.truncate(limit.get());
@@ -131,19 +154,20 @@ impl ItemRepository for PostgresItemRepository {
     /// `items` (migration 0002), read in the same snapshot as every batch, so
     /// equal versions mean equal rows whichever instance serves the listing.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
-        let mut transaction = self.pool.begin().await.map_err(unavailable)?;
-        sqlx::query("set transaction isolation level repeatable read, read only")
-            .execute(&mut *transaction)
-            .await
-            .map_err(unavailable)?;
-        let (version, total): (i64, i64) = sqlx::query_as(
-            "select coalesce(sum(writes), 0)::bigint, coalesce(sum(items), 0)::bigint from item_tally",
-        )
-        .fetch_one(&mut *transaction)
-        .await
-        .map_err(unavailable)?;
+        let mut connection = lease(&self.pool).await?;
+        connection
+            .begin("begin isolation level repeatable read, read only")
+            .await?;
+        let (version, total): (i64, i64) = connection
+            .run(|connection| {
+                sqlx::query_as(
+                    "select coalesce(sum(writes), 0)::bigint, coalesce(sum(items), 0)::bigint from item_tally",
+                )
+                .fetch_one(connection)
+            })
+            .await?;
         let cursor = Cursor {
-            transaction,
+            connection,
             after: i64::MIN,
         };
         let batches = futures_util::stream::unfold(Some(cursor), |cursor| async move {
@@ -157,21 +181,26 @@ impl ItemRepository for PostgresItemRepository {
     }
 
     async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {
-        let row: Option<(i64, Vec<u8>)> =
-            sqlx::query_as("select id, name from items where id = $1")
-                .bind(id.get())
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(unavailable)?;
+        let row: Option<(i64, Vec<u8>)> = lease(&self.pool)
+            .await?
+            .run(|connection| {
+                sqlx::query_as("select id, name from items where id = $1")
+                    .bind(id.get())
+                    .fetch_optional(connection)
+            })
+            .await?;
         row.map(item).transpose()
     }
 
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
-        let id: i64 = sqlx::query_scalar("insert into items (name) values ($1) returning id")
-            .bind(name.as_str().as_bytes())
-            .fetch_one(&self.pool)
-            .await
-            .map_err(unavailable)?;
+        let id: i64 = lease(&self.pool)
+            .await?
+            .run(|connection| {
+                sqlx::query_scalar("insert into items (name) values ($1) returning id")
+                    .bind(name.as_str().as_bytes())
+                    .fetch_one(connection)
+            })
+            .await?;
         Ok(Item {
             id: Id::new(id),
             name,
@@ -187,18 +216,32 @@ impl ItemRepository for PostgresItemRepository {
         item: &Item,
         expected: Option<Name>,
     ) -> Result<Replaced, RepositoryError> {
+        let mut connection = lease(&self.pool).await?;
+        let id = item.id.get();
+        let new = item.name.as_str().as_bytes();
         let updated = match &expected {
-            None => sqlx::query("update items set name = $2 where id = $1")
-                .bind(item.id.get())
-                .bind(item.name.as_str().as_bytes()),
-            Some(expected) => sqlx::query("update items set name = $2 where id = $1 and name = $3")
-                .bind(item.id.get())
-                .bind(item.name.as_str().as_bytes())
-                .bind(expected.as_str().as_bytes()),
+            None => {
+                connection
+                    .run(|connection| {
+                        sqlx::query("update items set name = $2 where id = $1")
+                            .bind(id)
+                            .bind(new)
+                            .execute(connection)
+                    })
+                    .await?
+            }
+            Some(expected) => {
+                connection
+                    .run(|connection| {
+                        sqlx::query("update items set name = $2 where id = $1 and name = $3")
+                            .bind(id)
+                            .bind(new)
+                            .bind(expected.as_str().as_bytes())
+                            .execute(connection)
+                    })
+                    .await?
+            }
         }
-        .execute(&self.pool)
-        .await
-        .map_err(unavailable)?
         .rows_affected();
         if updated > 0 {
             return Ok(Replaced::Yes);
@@ -206,11 +249,13 @@ impl ItemRepository for PostgresItemRepository {
         if expected.is_none() {
             return Ok(Replaced::NotFound);
         }
-        let exists: bool = sqlx::query_scalar("select exists (select 1 from items where id = $1)")
-            .bind(item.id.get())
-            .fetch_one(&self.pool)
-            .await
-            .map_err(unavailable)?;
+        let exists: bool = connection
+            .run(|connection| {
+                sqlx::query_scalar("select exists (select 1 from items where id = $1)")
+                    .bind(id)
+                    .fetch_one(connection)
+            })
+            .await?;
         Ok(if exists {
             Replaced::Changed
         } else {
@@ -219,11 +264,14 @@ impl ItemRepository for PostgresItemRepository {
     }
 
     async fn delete(&self, id: Id) -> Result<bool, RepositoryError> {
-        let deleted = sqlx::query("delete from items where id = $1")
-            .bind(id.get())
-            .execute(&self.pool)
-            .await
-            .map_err(unavailable)?
+        let deleted = lease(&self.pool)
+            .await?
+            .run(|connection| {
+                sqlx::query("delete from items where id = $1")
+                    .bind(id.get())
+                    .execute(connection)
+            })
+            .await?
             .rows_affected();
         Ok(deleted > 0)
     }

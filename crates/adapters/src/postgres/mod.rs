@@ -7,6 +7,7 @@
 //! cause, and the pool reconnects by itself once the database is back.
 
 mod items;
+mod pool;
 mod products;
 mod users;
 
@@ -15,15 +16,19 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use items_domain::{HealthCheck, RepositoryError};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::Connection as _;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+
+use pool::Pool;
 
 pub use items::PostgresItemRepository;
 pub use products::PostgresProductRepository;
 pub use users::PostgresUserRepository;
 
-/// How long a request waits for a pooled connection before it is answered
-/// 503. sqlx's default is 30 s: far too long for a client to wait to learn
-/// that the database is down.
+/// How long a request waits for a pooled connection (free, newly opened or
+/// tidied) before it is answered 503; also the bound on each connection
+/// attempt at start. sqlx's default is 30 s: far too long for a client to
+/// wait to learn that the database is down.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Connections per instance unless `DATABASE_POOL_SIZE` says otherwise (C1).
 /// PostgreSQL's default `max_connections` is 100: ten instances of ten fit,
@@ -54,15 +59,16 @@ pub enum ConnectError {
 /// A pool of connections to one database, from which the repositories are made.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
-    pool: PgPool,
+    pool: Pool,
 }
 
 impl PostgresStore {
-    /// Connects with a pool of at most `pool_size` connections, retrying with exponential backoff (0.1 s doubling, at most
+    /// Connects, retrying with exponential backoff (0.1 s doubling, at most
     /// 2 s apart) for up to `patience` — a database that starts a moment
-    /// after the service is normal in a deployment — then applies the
-    /// migrations. `Migrator` takes an advisory lock, so instances starting
-    /// together migrate once.
+    /// after the service is normal in a deployment — applies the migrations
+    /// on that first connection, and returns a pool of at most `pool_size`
+    /// connections, opened as requests need them. `Migrator` takes an
+    /// advisory lock, so instances starting together migrate once.
     ///
     /// # Errors
     /// [`ConnectError::Unreachable`] when no connection succeeded in time;
@@ -72,22 +78,16 @@ impl PostgresStore {
         pool_size: u32,
         patience: Duration,
     ) -> Result<Self, ConnectError> {
+        let options = quiet(options);
         let started = tokio::time::Instant::now();
         let mut pause = Duration::from_millis(100);
-        let pool = loop {
-            let attempt = PgPoolOptions::new()
-                .max_connections(pool_size)
-                .acquire_timeout(ACQUIRE_TIMEOUT)
-                // No ping before every query: it doubled the round trips
-                // (measured: GET /items/{id} 13.7k → 18.3k req/s without it).
-                // After the database restarts, a request that draws a dead
-                // connection gets one 503 and the connection is discarded;
-                // the pool then opens fresh ones (the fault test covers it).
-                .test_before_acquire(false)
-                .connect_with(quiet(options.clone()))
-                .await;
+        let mut first = loop {
+            let attempt =
+                tokio::time::timeout(ACQUIRE_TIMEOUT, PgConnection::connect_with(&options))
+                    .await
+                    .unwrap_or(Err(sqlx::Error::PoolTimedOut));
             match attempt {
-                Ok(pool) => break pool,
+                Ok(connection) => break connection,
                 Err(source) if is_permanent(&source) => return Err(ConnectError::Refused(source)),
                 Err(source) if started.elapsed() + pause >= patience => {
                     return Err(ConnectError::Unreachable {
@@ -102,7 +102,13 @@ impl PostgresStore {
                 }
             }
         };
-        MIGRATOR.run(&pool).await?;
+        MIGRATOR.run(&mut first).await?;
+        // The pool opens its own connections as requests need them.
+        let _ = first.close().await;
+        let pool = Pool::builder(pool::Manager { options })
+            .max_size(pool_size as usize)
+            .build()
+            .expect("a pool without timeouts needs no runtime");
         Ok(Self { pool })
     }
 
@@ -135,15 +141,15 @@ impl PostgresStore {
     /// Publishes the pool's state to the metrics recorder (C11); called at
     /// scrape time, so the values are current and cost nothing per request.
     pub fn record_pool_metrics(&self) {
-        metrics::gauge!(POOL_CONNECTIONS).set(f64::from(self.pool.size()));
-        metrics::gauge!(POOL_IDLE_CONNECTIONS).set(self.pool.num_idle() as f64);
-        metrics::gauge!(POOL_MAX_CONNECTIONS)
-            .set(f64::from(self.pool.options().get_max_connections()));
+        let status = self.pool.status();
+        metrics::gauge!(POOL_CONNECTIONS).set(status.size as f64);
+        metrics::gauge!(POOL_IDLE_CONNECTIONS).set(status.available as f64);
+        metrics::gauge!(POOL_MAX_CONNECTIONS).set(status.max_size as f64);
     }
 
     /// Closes every connection (tests drop their database afterwards).
     pub async fn close(&self) {
-        self.pool.close().await;
+        pool::close(&self.pool).await;
     }
 }
 
@@ -162,11 +168,11 @@ impl HealthCheck for PostgresStore {
     }
 
     async fn ping(&self) -> Result<(), RepositoryError> {
-        sqlx::query("SELECT 1")
-            .execute(&self.pool)
+        pool::lease(&self.pool)
+            .await?
+            .run(|connection| sqlx::query("SELECT 1").execute(connection))
             .await
             .map(drop)
-            .map_err(unavailable)
     }
 }
 

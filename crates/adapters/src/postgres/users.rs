@@ -1,17 +1,16 @@
 use async_trait::async_trait;
 use items_domain::{Id, RepositoryError, User, UserRepository};
-use sqlx::PgPool;
 
-use super::unavailable;
+use super::pool::{Pool, lease};
 
 /// The read-only users, seeded by the first migration (C4).
 #[derive(Debug, Clone)]
 pub struct PostgresUserRepository {
-    pool: PgPool,
+    pool: Pool,
 }
 
 impl PostgresUserRepository {
-    pub(super) fn new(pool: PgPool) -> Self {
+    pub(super) fn new(pool: Pool) -> Self {
         Self { pool }
     }
 }
@@ -19,10 +18,12 @@ impl PostgresUserRepository {
 #[async_trait]
 impl UserRepository for PostgresUserRepository {
     async fn list(&self) -> Result<Vec<User>, RepositoryError> {
-        let rows: Vec<(i64, String)> = sqlx::query_as("select id, name from users order by id")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(unavailable)?;
+        let rows: Vec<(i64, String)> = lease(&self.pool)
+            .await?
+            .run(|connection| {
+                sqlx::query_as("select id, name from users order by id").fetch_all(connection)
+            })
+            .await?;
         Ok(rows
             .into_iter()
             .map(|(id, name)| User {
