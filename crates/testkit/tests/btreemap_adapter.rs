@@ -79,38 +79,26 @@ impl ItemRepository for MapItems {
     /// Each batch is read under the lock on its own, so a listing never
     /// holds the map; a write in between changes the version, and the
     /// listing then ends with an error rather than mix two versions.
+    /// The simplest snapshot: every item copied under one read lock (a name
+    /// is an `Arc<str>`, so a copy is a pointer), then streamed in batches.
+    /// A write after that cannot reach the listing (C7, C10). It costs one
+    /// `Item` per item while the listing lasts; a store for large
+    /// collections would share structure with its snapshots instead.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
-        let (version, total) = {
+        let (version, snapshot) = {
             let collection = self.read()?;
-            (collection.version, collection.items.len() as u64)
+            let items: Vec<Item> = collection.items_after(None).collect();
+            (collection.version, items)
         };
-        let items = self.clone();
-        let batches = stream::unfold(Some(None), move |after: Option<Option<Id>>| {
-            let items = items.clone();
-            async move {
-                let after = after?;
-                let batch: ItemBatch = items.read().and_then(|collection| {
-                    if collection.version == version {
-                        Ok(collection.items_after(after).take(BATCH).collect())
-                    } else {
-                        Err(RepositoryError::unavailable("a write ended the listing"))
-                    }
-                });
-                match batch {
-                    Ok(batch) if batch.is_empty() => None,
-                    // A full batch may have more after it; a short one is the last.
-                    Ok(batch) => {
-                        let next = (batch.len() == BATCH).then(|| batch.last().map(|item| item.id));
-                        Some((Ok(batch), next))
-                    }
-                    Err(error) => Some((Err(error), None)),
-                }
-            }
-        });
+        let total = snapshot.len() as u64;
+        let batches: Vec<ItemBatch> = snapshot
+            .chunks(BATCH)
+            .map(|batch| Ok(batch.to_vec()))
+            .collect();
         Ok(ItemListing {
             version,
             total,
-            batches: Box::pin(batches),
+            batches: Box::pin(stream::iter(batches)),
         })
     }
 

@@ -125,7 +125,7 @@ impl ItemRepository for InMemoryItemRepository {
     }
 
     /// The snapshot of the collection under one short read lock (a clone of
-    /// the chunk array: 2,000 pointers at 1,000,000 items), then batches of [`BATCH`] items read from it without a lock:
+    /// the chunk array: 2,000 pointers at 1,000,000 items), then batches of `BATCH` items read from it without a lock:
     /// the listing is exactly the items of its version, however long the
     /// client takes to read it.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
