@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 duration=${DURATION:-30}
 source scripts/lib/service.sh
 binary=$(cargo_binary --release)
-command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
+source scripts/lib/packages.sh
+install_missing wrk wrk
 
 work=$(mktemp -d)
 service=

@@ -13,7 +13,8 @@ seconds=${SECONDS_PER_RUN:-10}
 rounds=${ROUNDS:-3}
 source scripts/lib/service.sh
 binary=$(cargo_binary --release)
-command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
+source scripts/lib/packages.sh
+install_missing wrk wrk
 redis-cli -h 127.0.0.1 ping >/dev/null || { echo "Redis must answer on 127.0.0.1:6379" >&2; exit 1; }
 
 work=$(mktemp -d)

@@ -5,9 +5,7 @@
 # About 2 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v valgrind >/dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind
-fi
+source scripts/lib/packages.sh
+install_missing valgrind valgrind
 cargo build --release -q -p items-adapters --example preloaded_server
 timeout 900 python3 bench/profile_list.py

@@ -4,9 +4,8 @@
 # writes bench/results/latest.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v wrk >/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
-fi
+source scripts/lib/packages.sh
+install_missing wrk wrk
 cargo build --release -q -p items-app
 cargo build --release -q --manifest-path bench/baseline/Cargo.toml --target-dir target
 python3 bench/run.py

@@ -5,10 +5,8 @@
 # SCALE_SIZES and SCALE_STORES (postgres, memory) narrow the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v wrk >/dev/null || ! command -v pgbench >/dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk postgresql-client
-fi
+source scripts/lib/packages.sh
+install_missing wrk wrk pgbench postgresql-client
 cargo build --release -q -p items-app
 cargo build --release -q -p items-adapters --example preloaded_server
 timeout 3600 python3 bench/scale.py

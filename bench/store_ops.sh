@@ -6,10 +6,8 @@
 # Usage: bash bench/store_ops.sh [OP:SIZE ...]; installs valgrind if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v valgrind >/dev/null; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind
-fi
+source scripts/lib/packages.sh
+install_missing valgrind valgrind
 cargo build --release -q -p items-adapters --example store_ops
 binary=target/release/examples/store_ops
 out=$(mktemp -d)

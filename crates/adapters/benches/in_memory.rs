@@ -57,11 +57,7 @@ fn repository(c: &mut Criterion) {
     let mut id = 0;
     c.bench_function("repository replace, 100,000 items", |b| {
         b.iter(|| {
-            id = id % 100_000 + 1;
-            let item = Item {
-                id: Id::new(id),
-                name: name.clone(),
-            };
+            let item = next_of_100_000(&mut id, &name);
             runtime
                 .block_on(large.replace(black_box(&item), None))
                 .unwrap()
@@ -74,11 +70,7 @@ fn repository(c: &mut Criterion) {
         b.iter_batched(
             || runtime.block_on(large.list_all()).unwrap(),
             |listing| {
-                id = id % 100_000 + 1;
-                let item = Item {
-                    id: Id::new(id),
-                    name: name.clone(),
-                };
+                let item = next_of_100_000(&mut id, &name);
                 runtime
                     .block_on(large.replace(black_box(&item), None))
                     .unwrap();
@@ -141,3 +133,13 @@ fn use_cases(c: &mut Criterion) {
 
 criterion_group!(benches, repository, use_cases);
 criterion_main!(benches);
+
+/// The item with the id after `id` among 1 to 100,000 (round and round), so
+/// every replace hits a stored item.
+fn next_of_100_000(id: &mut i64, name: &Name) -> Item {
+    *id = *id % 100_000 + 1;
+    Item {
+        id: Id::new(*id),
+        name: name.clone(),
+    }
+}
