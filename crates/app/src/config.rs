@@ -126,26 +126,28 @@ fn parse_trust_proxy(raw: &str) -> Result<u32, String> {
 }
 
 fn parse_redis_url(raw: &str) -> Result<String, String> {
-    let scheme_ok = ["redis://", "rediss://"].iter().any(|scheme| {
-        raw.get(..scheme.len())
-            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
-    });
-    if scheme_ok && raw.len() > "redis://".len() {
-        Ok(raw.to_owned())
-    } else {
-        Err("must be a redis:// or rediss:// URL".to_owned())
-    }
+    url_with_scheme(raw, ["redis", "rediss"])
 }
 
 fn parse_database_url(raw: &str) -> Result<String, String> {
-    let scheme_ok = ["postgres://", "postgresql://"].iter().any(|scheme| {
-        raw.get(..scheme.len())
-            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+    url_with_scheme(raw, ["postgres", "postgresql"])
+}
+
+/// `raw` when it starts with `<scheme>://` for one of `schemes` (in any case)
+/// and names something after it; otherwise the rule it broke.
+fn url_with_scheme(raw: &str, schemes: [&str; 2]) -> Result<String, String> {
+    let rest = schemes.iter().find_map(|scheme| {
+        let prefix = format!("{scheme}://");
+        raw.get(..prefix.len())
+            .filter(|start| start.eq_ignore_ascii_case(&prefix))
+            .map(|_| &raw[prefix.len()..])
     });
-    if scheme_ok && raw.len() > "postgres://".len() {
-        Ok(raw.to_owned())
-    } else {
-        Err("must be a postgres:// or postgresql:// URL".to_owned())
+    match rest {
+        Some(rest) if !rest.is_empty() => Ok(raw.to_owned()),
+        _ => Err(format!(
+            "must be a {}:// or {}:// URL",
+            schemes[0], schemes[1]
+        )),
     }
 }
 
