@@ -290,7 +290,9 @@ async fn connect(url: &str, pool_size: u32) -> Result<PostgresStore, StartError>
             ConnectError::InvalidUrl(cause) => {
                 StartError::Setting(format!("invalid DATABASE_URL (--database-url): {cause}"))
             }
-            other => StartError::Database(other),
+            error @ (ConnectError::Unreachable { .. }
+            | ConnectError::Refused(_)
+            | ConnectError::Migrate(_)) => StartError::Database(error),
         })
 }
 

@@ -67,7 +67,6 @@ use crate::values::{Id, Name, Price};
 /// assert_eq!(error.source().unwrap().to_string(), "connection refused");
 /// ```
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum RepositoryError {
     /// The backing store is unreachable or timed out; retrying later may work.
     #[error("the repository is unavailable")]

@@ -120,13 +120,24 @@ impl FromRequest for UrlEncodedForm {
     }
 }
 
+// The login form is read as name–value pairs (the first `username`
+// counts), so it has no DTO to derive from: this type only describes it.
+/// The form of `POST /login`.
+#[derive(Debug, ToSchema)]
+#[expect(dead_code, reason = "a description: never built")]
+#[schema(example = json!({"username": "ada"}))]
+pub(crate) struct LoginForm {
+    #[schema(min_length = 1)]
+    username: String,
+}
+
 /// `POST /login`: `welcome, USERNAME` for a non-empty `username` (C3, C4).
 #[utoipa::path(
     post,
     path = "/login",
     tag = "auxiliary",
     summary = "Form login",
-    request_body(content = super::openapi::LoginForm, content_type = "application/x-www-form-urlencoded"),
+    request_body(content = LoginForm, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "`welcome, USERNAME`", body = String, content_type = "text/plain"),
         (status = 400, description = "Missing or empty `username` (C3)", body = Problem, content_type = "application/problem+json")

@@ -17,6 +17,7 @@ use actix_web::http::header::{self, HeaderMap, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::Next;
 
+use super::header_list;
 use super::problem::ApiError;
 
 /// The strong entity tag of a representation: `"` + 16 hex digits + `"`.
@@ -37,11 +38,7 @@ pub(crate) fn listing_tag(version: u64) -> String {
 /// possibly over several header lines); `None` when the header is absent or
 /// lists no tag at all: an empty `If-Match:` sets no condition.
 fn listed_tags<'a>(headers: &'a HeaderMap, name: &header::HeaderName) -> Option<Vec<&'a str>> {
-    let tags: Vec<&str> = headers
-        .get_all(name)
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .map(str::trim)
+    let tags: Vec<&str> = header_list::elements(headers, name)
         .filter(|tag| !tag.is_empty())
         .collect();
     (!tags.is_empty()).then_some(tags)

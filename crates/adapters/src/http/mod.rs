@@ -12,6 +12,7 @@ mod body;
 mod conditional;
 mod cors;
 mod fields;
+mod header_list;
 mod items;
 pub mod metrics;
 mod multipart;

@@ -24,7 +24,6 @@ pub(crate) const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 #[schema(as = FieldLocation)]
-#[non_exhaustive]
 pub enum Location {
     Body,
     Query,
@@ -64,7 +63,6 @@ impl FieldError {
 
 /// Every error the HTTP adapter answers with. Each variant says its status.
 #[derive(Debug)]
-#[non_exhaustive]
 pub enum ApiError {
     /// 400: the request broke a rule; `errors` name the refused values.
     BadRequest {
@@ -225,35 +223,34 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let status = self.status_code();
+        let problem = || problem_response(status, self.detail(), &[]);
         match self {
             Self::ItemNotFound => {
                 return HttpResponse::NotFound()
                     .content_type(TEXT_PLAIN)
                     .body("Item not found");
             }
+            Self::BadRequest { errors, .. } => problem_response(status, self.detail(), errors),
+            Self::MethodNotAllowed { allow } => problem().header(header::ALLOW, allow.clone()),
+            Self::TooManyRequests { retry_after_secs } => {
+                problem().header(header::RETRY_AFTER, retry_after_secs.to_string())
+            }
             Self::Unavailable(cause) => {
-                tracing::warn!(error = %ErrorChain(cause), "store unavailable")
+                tracing::warn!(error = %ErrorChain(cause), "store unavailable");
+                problem().header(
+                    header::RETRY_AFTER,
+                    Self::RETRY_UNAVAILABLE_SECS.to_string(),
+                )
             }
             Self::Internal(cause) => {
-                tracing::error!(error = %ErrorChain(cause.as_ref()), "internal error")
+                tracing::error!(error = %ErrorChain(cause.as_ref()), "internal error");
+                problem()
             }
-            _ => {}
-        }
-        let errors = match self {
-            Self::BadRequest { errors, .. } => errors.as_slice(),
-            _ => &[],
-        };
-        let response = problem_response(status, self.detail(), errors);
-        match self {
-            Self::MethodNotAllowed { allow } => response.header(header::ALLOW, allow.clone()),
-            Self::TooManyRequests { retry_after_secs } => {
-                response.header(header::RETRY_AFTER, retry_after_secs.to_string())
-            }
-            Self::Unavailable(_) => response.header(
-                header::RETRY_AFTER,
-                Self::RETRY_UNAVAILABLE_SECS.to_string(),
-            ),
-            _ => response,
+            Self::RouteNotFound
+            | Self::RequestTimeout
+            | Self::PreconditionFailed
+            | Self::PayloadTooLarge { .. }
+            | Self::UnsupportedMediaType { .. } => problem(),
         }
         .finish()
     }

@@ -21,11 +21,13 @@ fn resources() -> Vec<Resource> {
         Resource::at("/data").get(auxiliary::data),
         Resource::at("/login").post(auxiliary::login),
         Resource::at("/api/users").post(auxiliary::echo),
-        Resource::at("/items").get(items::list).post(items::create),
+        Resource::at("/items")
+            .get(items::handlers::list)
+            .post(items::handlers::create),
         Resource::at("/items/{id}")
-            .get(items::get)
-            .put(items::replace)
-            .delete(items::delete),
+            .get(items::handlers::get)
+            .put(items::handlers::replace)
+            .delete(items::handlers::delete),
         Resource::at("/users").get(users::list),
         Resource::at("/products")
             .get(products::list)

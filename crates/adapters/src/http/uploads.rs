@@ -118,13 +118,34 @@ struct PhotosDto {
     fields: Map<String, Value>,
 }
 
+// Multipart bodies are read part by part as they stream in, so the forms
+// have no DTO to derive from: these types only describe them; the
+// OpenAPI document adds their text fields.
+/// The form of `POST /profile`: exactly one file in `avatar`, any text fields.
+#[derive(Debug, ToSchema)]
+#[expect(dead_code, reason = "a description: never built")]
+#[schema(example = json!({"avatar": "a picture", "nickname": "ada"}))]
+pub(crate) struct ProfileForm {
+    #[schema(value_type = String, format = Binary)]
+    avatar: Vec<u8>,
+}
+
+/// The form of `POST /photos/upload`: 1 to 12 files in `photos`, any text fields.
+#[derive(Debug, ToSchema)]
+#[expect(dead_code, reason = "a description: never built")]
+#[schema(example = json!({"photos": ["one picture", "another"], "album": "trip"}))]
+pub(crate) struct PhotosForm {
+    #[schema(value_type = Vec<String>, format = Binary, min_items = 1, max_items = 12)]
+    photos: Vec<Vec<u8>>,
+}
+
 /// `POST /profile`: exactly one file in `avatar` (C5).
 #[utoipa::path(
     post,
     path = "/profile",
     tag = "uploads",
     summary = "Upload one avatar (C5)",
-    request_body(content = super::openapi::ProfileForm, content_type = "multipart/form-data"),
+    request_body(content = ProfileForm, content_type = "multipart/form-data"),
     responses(
         (status = 201, description = "The stored file and the text fields", body = ProfileDto),
         (status = 400, description = "No file in `avatar`, a second one, a file in another field, or a malformed body (C5)", body = Problem, content_type = "application/problem+json"),
@@ -154,7 +175,7 @@ pub(crate) async fn profile(
     path = "/photos/upload",
     tag = "uploads",
     summary = "Upload 1 to 12 photos (C5)",
-    request_body(content = super::openapi::PhotosForm, content_type = "multipart/form-data"),
+    request_body(content = PhotosForm, content_type = "multipart/form-data"),
     responses(
         (status = 201, description = "The stored files and the text fields", body = PhotosDto),
         (status = 400, description = "No file in `photos`, a 13th one, a file in another field, or a malformed body (C5)", body = Problem, content_type = "application/problem+json"),

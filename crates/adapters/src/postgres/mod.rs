@@ -40,7 +40,6 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
 
 /// Why the database could not be used at start.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum ConnectError {
     #[error("the database URL cannot be used")]
     InvalidUrl(#[source] sqlx::Error),

@@ -153,6 +153,36 @@ async fn limits_of_1_and_1000_are_accepted_and_unknown_parameters_ignored_c10() 
     );
 }
 
+/// Only `name` filters by name (C10): a parameter the service does not read
+/// is ignored, like an unknown body field (C3), even one whose name looks
+/// like a filter or whose value would be refused as a name; a page keeps its
+/// `X-Total-Count` and its `next` link.
+#[tokio::test]
+async fn unknown_parameters_beside_a_page_query_filter_nothing_and_are_never_refused_c10() {
+    let app = app_with_items(&["a", "b", "a"]).await;
+
+    for query in [
+        "limit=2&names=a",
+        "limit=2&filter=a",
+        "limit=2&nam=",
+        "limit=2&Name=b",
+    ] {
+        let page = app.get(&format!("/items?{query}")).await;
+        assert_eq!(page.status(), 200, "{query}");
+        assert_eq!(header(&page, "x-total-count"), "3", "{query}");
+        assert_eq!(
+            header(&page, "link"),
+            r#"</items?limit=2&after=2>; rel="next""#,
+            "{query}"
+        );
+        assert_eq!(ids(&page.json().await.unwrap()), [1, 2], "{query}");
+    }
+
+    let filtered = app.get("/items?limit=2&name=a&names=b").await;
+    assert_eq!(header(&filtered, "x-total-count"), "2");
+    assert_eq!(ids(&filtered.json().await.unwrap()), [1, 3]);
+}
+
 /// `GET /items`: its tag and its bytes.
 async fn full_listing(app: &TestApp) -> (String, Vec<u8>) {
     let response = app.get("/items").await;

@@ -4,10 +4,8 @@ use crate::entities::{Item, ItemListing, ItemPage, ItemQuery};
 use crate::ports::{ItemRepository, Replaced, RepositoryError};
 use crate::values::{Id, Name};
 
-/// Why an item could not be read. New failures may be added, so a `match`
-/// outside this crate ends with a catch-all arm.
+/// Why an item could not be read.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum GetItemError {
     #[error("no item has id {0}")]
     NotFound(Id),
@@ -16,10 +14,7 @@ pub enum GetItemError {
 }
 
 /// Why an item could not be replaced. In every case nothing was written.
-/// New failures may be added, so a `match` outside this crate ends with a
-/// catch-all arm.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum ReplaceItemError {
     #[error("no item has id {0}")]
     NotFound(Id),

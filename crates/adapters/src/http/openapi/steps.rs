@@ -1,20 +1,7 @@
-//! The OpenAPI 3.1 document of the HTTP adapter, derived from the handlers'
-//! `#[utoipa::path]` annotations and the DTOs they read and send, then
-//! completed by the [`Modify`] steps below with what holds for many
-//! operations at once (conditional `GET`, body refusals, store outages, rate
-//! limiting), so each is written once.
-//!
-//! The response schemas are derived from the very structs the handlers
-//! serialise. The request bodies are read leniently (any JSON value, so that
-//! a wrong one can be reported in `errors`), so their schemas state what is
-//! accepted with `value_type` overrides; schemathesis replays the document
-//! against the running binary and fails on any answer that does not match it
-//! (`scripts/schemathesis.sh`), and `docs/openapi.json` must equal
-//! `items-service openapi` (a test says how to regenerate it).
-//!
-//! Not described as operations: `HEAD` (every `GET` path answers it with the
-//! same headers and no body) and `OPTIONS` (204 with `Allow`), which every
-//! path has (C7); and 405 with `Allow` for any other method.
+//! The steps that complete the derived document with what holds for many
+//! operations at once, so each is written once: the text fields of the
+//! upload forms, conditional `GET` (C7), body refusals (C3, C5), rate
+//! limiting (C9) and parameter examples; and the small builders they share.
 
 use serde_json::json;
 use utoipa::openapi::header::{Header, HeaderBuilder};
@@ -22,41 +9,10 @@ use utoipa::openapi::path::{Operation, Parameter};
 use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
 use utoipa::openapi::{ContentBuilder, Paths, Ref, RefOr};
-use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
+use utoipa::{Modify, PartialSchema, ToSchema};
 
-use super::problem::Problem;
-use super::{auxiliary, items, products, uploads, users};
-
-// The three forms below have no DTO to derive from: the login form is read
-// as name–value pairs (the first `username` counts), and multipart bodies
-// part by part as they stream in. These types only describe them.
-
-/// The form of `POST /login`.
-#[derive(Debug, ToSchema)]
-#[expect(dead_code, reason = "a description: never built")]
-#[schema(example = json!({"username": "ada"}))]
-pub(crate) struct LoginForm {
-    #[schema(min_length = 1)]
-    username: String,
-}
-
-/// The form of `POST /profile`: exactly one file in `avatar`, any text fields.
-#[derive(Debug, ToSchema)]
-#[expect(dead_code, reason = "a description: never built")]
-#[schema(example = json!({"avatar": "a picture", "nickname": "ada"}))]
-pub(crate) struct ProfileForm {
-    #[schema(value_type = String, format = Binary)]
-    avatar: Vec<u8>,
-}
-
-/// The form of `POST /photos/upload`: 1 to 12 files in `photos`, any text fields.
-#[derive(Debug, ToSchema)]
-#[expect(dead_code, reason = "a description: never built")]
-#[schema(example = json!({"photos": ["one picture", "another"], "album": "trip"}))]
-pub(crate) struct PhotosForm {
-    #[schema(value_type = Vec<String>, format = Binary, min_items = 1, max_items = 12)]
-    photos: Vec<Vec<u8>>,
-}
+use crate::http::problem::Problem;
+use crate::http::uploads::{PhotosForm, ProfileForm};
 
 /// Adds to the upload forms what their derive cannot say: besides the file
 /// field, any number of text fields (echoed in `fields`). A part's name
@@ -65,7 +21,7 @@ pub(crate) struct PhotosForm {
 /// other name is accepted. A text value over 64 KiB is refused with 413
 /// (documented on that response, not as a schema bound, since a bound
 /// would promise a 400).
-struct TextFields;
+pub(super) struct TextFields;
 
 /// The names a text field may have: no control character, quote or backslash.
 const FIELD_NAME_PATTERN: &str = "^[^\\x00-\\x1f\\x7f\"\\\\]*$";
@@ -94,7 +50,7 @@ impl Modify for TextFields {
 
 /// The operations (`GET`, `POST`, `PUT`, `DELETE`: the methods the service
 /// routes) of every path, for the steps below.
-fn operations(paths: &mut Paths) -> impl Iterator<Item = &mut Operation> {
+pub(super) fn operations(paths: &mut Paths) -> impl Iterator<Item = &mut Operation> {
     paths.paths.values_mut().flat_map(|item| {
         [
             &mut item.get,
@@ -115,7 +71,7 @@ fn header(schema: impl Into<RefOr<Schema>>, description: impl Into<String>) -> H
 }
 
 /// A response with a problem body (C6).
-fn problem(description: &str) -> ResponseBuilder {
+pub(super) fn problem(description: &str) -> ResponseBuilder {
     let body = ContentBuilder::new()
         .schema(Some(Ref::from_schema_name(Problem::name())))
         .build();
@@ -124,13 +80,13 @@ fn problem(description: &str) -> ResponseBuilder {
         .content("application/problem+json", body)
 }
 
-fn retry_after() -> Header {
+pub(super) fn retry_after() -> Header {
     header(u64::schema(), "Seconds to wait before retrying")
 }
 
 /// Conditional `GET` (C7) holds for every `GET`: its 200 carries a strong
 /// `ETag`, and `If-None-Match` naming the current one gets 304.
-struct ConditionalGet;
+pub(super) struct ConditionalGet;
 
 impl ConditionalGet {
     fn etag() -> Header {
@@ -160,7 +116,7 @@ impl Modify for ConditionalGet {
 /// Every operation that reads a body refuses it the same ways (C3, C5): too
 /// slow (408), too large (413, unless the operation says more precisely
 /// why) and of another media type than the one it reads (415).
-struct BodyRefusals;
+pub(super) struct BodyRefusals;
 
 impl Modify for BodyRefusals {
     fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
@@ -193,45 +149,10 @@ impl Modify for BodyRefusals {
     }
 }
 
-/// The operations that read or write a store. Each may answer 503 with
-/// `Retry-After` while the store is unreachable, so they are gathered in a
-/// document of their own and get that response here, once.
-#[derive(OpenApi)]
-#[openapi(paths(
-    items::list,
-    items::create,
-    items::get,
-    items::replace,
-    items::delete,
-    users::list,
-    products::list,
-    products::create,
-))]
-struct StoreOperations;
-
-impl Modify for StoreOperations {
-    /// Puts these operations first, in the order listed, then the others.
-    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
-        let mut stored = Self::openapi();
-        for operation in operations(&mut stored.paths) {
-            let unavailable = problem("The store is unavailable; retry later")
-                .header("Retry-After", retry_after())
-                .build();
-            operation
-                .responses
-                .responses
-                .insert("503".to_owned(), RefOr::T(unavailable));
-        }
-        let others = std::mem::take(&mut document.paths);
-        document.merge(stored);
-        document.paths.merge(others);
-    }
-}
-
 /// Rate limiting applies to every operation (C9), so it is described here
 /// once instead of on each handler: a 429 response on every operation, and
 /// the `RateLimit-*` headers on every response (present when limiting is on).
-struct RateLimiting;
+pub(super) struct RateLimiting;
 
 impl RateLimiting {
     const HEADERS: [(&'static str, &'static str, Type); 4] = [
@@ -287,7 +208,7 @@ impl Modify for RateLimiting {
 /// An example value for every parameter, by name, so schemathesis's examples
 /// phase sends a realistic request to each operation (instead of skipping
 /// it) and a reader sees one. Set here once rather than on each handler.
-struct ParameterExamples;
+pub(super) struct ParameterExamples;
 
 impl ParameterExamples {
     fn example(parameter: &Parameter) -> Option<serde_json::Value> {
@@ -316,75 +237,4 @@ impl Modify for ParameterExamples {
             }
         }
     }
-}
-
-/// The whole document: the operations that need no store are listed here,
-/// and [`StoreOperations`] (the first step) adds the others.
-#[derive(OpenApi)]
-#[openapi(
-    modifiers(
-        &StoreOperations,
-        &ConditionalGet,
-        &BodyRefusals,
-        &TextFields,
-        &RateLimiting,
-        &ParameterExamples,
-    ),
-    info(
-        title = "items-service",
-        description = "A JSON-over-HTTP service for items, products and users. Every GET path also \
-answers HEAD; every path answers OPTIONS (204 with Allow) and any other method with 405, Allow and \
-a problem body. Responses to requests with Origin carry Access-Control-Allow-Origin: *. Every \
-response carries X-Content-Type-Options: nosniff.",
-        license(name = "MIT")
-    ),
-    paths(
-        products::message,
-        auxiliary::greeting,
-        auxiliary::hello,
-        auxiliary::data,
-        auxiliary::login,
-        auxiliary::echo,
-        uploads::profile,
-        uploads::photos,
-    ),
-    tags(
-        (name = "items", description = "The items collection"),
-        (name = "users", description = "Read-only users"),
-        (name = "products", description = "The products collection"),
-        (name = "auxiliary", description = "Greeting, validation, sample data, login, echo"),
-        (name = "uploads", description = "Multipart file uploads"),
-    )
-)]
-struct ApiDoc;
-
-/// The document as pretty JSON, exactly as `items-service openapi` prints it.
-pub fn openapi_json() -> String {
-    ApiDoc::openapi()
-        .to_pretty_json()
-        .unwrap_or_else(|error| format!("{{\"error\":\"{error}\"}}"))
-}
-
-/// The (path, method) pairs the document describes, for the test that
-/// compares them with the router's table.
-pub fn documented_operations() -> Vec<(String, String)> {
-    let document = ApiDoc::openapi();
-    let mut operations = Vec::new();
-    for (path, item) in &document.paths.paths {
-        let methods = [
-            ("GET", item.get.is_some()),
-            ("POST", item.post.is_some()),
-            ("PUT", item.put.is_some()),
-            ("DELETE", item.delete.is_some()),
-            ("PATCH", item.patch.is_some()),
-            ("HEAD", item.head.is_some()),
-            ("OPTIONS", item.options.is_some()),
-        ];
-        for (method, present) in methods {
-            if present {
-                operations.push((path.clone(), method.to_owned()));
-            }
-        }
-    }
-    operations
 }

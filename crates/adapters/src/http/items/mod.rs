@@ -1,0 +1,29 @@
+//! `/items` and `/items/{id}` (spec §4 "Items", C2, C3, C7, C10): the
+//! handlers and what they read, write and answer, one concern per file.
+//!
+//! - [`handlers`]: the five operations and their OpenAPI descriptions;
+//! - [`dto`]: the request body and the item as JSON, with their schemas;
+//! - [`query`]: the query of `GET /items` (C10) and its `next` link;
+//! - [`listing_json`]: the hand-written item JSON of the listing and of
+//!   `GET /items/{id}`, byte for byte what serde_json writes;
+//! - [`stream`]: the full listing streamed a batch at a time;
+//! - [`errors`]: the HTTP answer to each failure of the item use cases.
+
+mod dto;
+mod errors;
+pub(crate) mod handlers;
+mod listing_json;
+mod query;
+mod stream;
+
+use actix_web::http::header::{HeaderName, HeaderValue};
+
+/// The `X-Total-Count` header of `GET /items` (C10): how many items match
+/// the query in the whole collection. Pages and the streamed full listing
+/// both send it, built here.
+fn total_count(total: u64) -> (HeaderName, HeaderValue) {
+    (
+        HeaderName::from_static("x-total-count"),
+        HeaderValue::from(total),
+    )
+}
