@@ -2,7 +2,7 @@
 
 use futures_util::stream::BoxStream;
 
-use crate::ports::RepositoryError;
+use crate::repository_error::RepositoryError;
 use crate::values::{Id, Name, PageLimit, Price};
 
 /// An item: the service's main resource. Its fields are already-checked

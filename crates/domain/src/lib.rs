@@ -15,15 +15,18 @@ pub mod defaults;
 pub mod entities;
 pub mod ports;
 pub mod rate_limit;
+mod repository_error;
 pub mod uploads;
 pub mod use_cases;
 pub mod values;
 
 pub use entities::{Item, ItemBatch, ItemListing, ItemPage, ItemQuery, Product, User};
 pub use ports::{
-    HealthCheck, ItemRepository, ProductRepository, Replaced, RepositoryError, UserRepository,
+    DependencyDown, HealthCheck, ItemRepository, ProductRepository, Replaced, Repositories,
+    UserRepository,
 };
-pub use rate_limit::{Gcra, RateLimitStore, RateLimiter, Spent, Verdict};
+pub use rate_limit::{Gcra, RateLimitStore, RateLimitStoreError, RateLimiter, Spent, Verdict};
+pub use repository_error::RepositoryError;
 pub use uploads::{
     FileWriter, PendingUpload, StoredFile, StoredFiles, StoredName, TextField, TextWriter, Upload,
     UploadError, UploadPolicy, UploadService, UploadSession, UploadStore, UploadStoreError,

@@ -12,41 +12,11 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use items_domain::{
-    Id, Item, ItemQuery, ItemRepository, Name, PageLimit, Price, ProductRepository, Replaced,
-    UserRepository,
-};
+/// One adapter's repositories, as the checks use them (the domain's bundle).
+pub use items_domain::Repositories;
+use items_domain::{Id, Item, ItemQuery, Name, PageLimit, Price, Replaced};
 
 use crate::Fixture;
-
-/// One adapter's repositories, as the checks use them.
-#[derive(Clone)]
-pub struct Repositories {
-    pub items: Arc<dyn ItemRepository>,
-    pub products: Arc<dyn ProductRepository>,
-    pub users: Arc<dyn UserRepository>,
-}
-
-impl Repositories {
-    /// Bundles an adapter's three repositories.
-    pub fn new(
-        items: impl ItemRepository + 'static,
-        products: impl ProductRepository + 'static,
-        users: impl UserRepository + 'static,
-    ) -> Self {
-        Self {
-            items: Arc::new(items),
-            products: Arc::new(products),
-            users: Arc::new(users),
-        }
-    }
-}
-
-impl std::fmt::Debug for Repositories {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Repositories").finish_non_exhaustive()
-    }
-}
 
 /// Repositories that need nothing undone after a test (in memory).
 impl Fixture for Repositories {}
