@@ -4,9 +4,11 @@
 //!
 //! Design rules for this crate:
 //! - no I/O, no HTTP, no SQL, no async runtime: adapters bring those;
-//! - every value that reaches an entity went through a fallible constructor
-//!   ([`Name::parse`], [`Price::new`], [`Id::parse`]), so an entity that
-//!   exists is valid;
+//! - every value a client can send reaches an entity only through a
+//!   fallible constructor ([`Name::parse`], [`Price::new`], [`Id::parse`]),
+//!   so an item or a product that exists is valid; a [`User`]'s name is
+//!   plain text, because users are seeded by the store (C4) and no client
+//!   ever writes one;
 //! - every port method documents, under `# Errors`, what each implementation
 //!   MUST return; the contract checks of `items-testkit` test exactly that,
 //!   for any adapter.
