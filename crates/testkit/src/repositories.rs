@@ -4,6 +4,10 @@
 //! Every check takes fresh, empty [`Repositories`] (users seeded as C4 says)
 //! and panics, as a failed test does, when the adapter breaks the rule named
 //! in its name. Run them all with [`contract_tests!`](crate::contract_tests).
+//!
+//! [`ItemRepository`]: items_domain::ItemRepository
+//! [`ProductRepository`]: items_domain::ProductRepository
+//! [`UserRepository`]: items_domain::UserRepository
 
 // A check fails by panicking, as a test does: `unwrap` is its assertion that
 // the adapter answered.
