@@ -16,13 +16,8 @@ use std::time::Instant;
 
 use items_adapters::disk::DiskUploadStore;
 use items_adapters::http::{HttpServer, HttpSettings, RateLimitSettings, Services};
-use items_adapters::memory::{
-    InMemoryItemRepository, InMemoryProductRepository, InMemoryRateLimitStore,
-    InMemoryUserRepository,
-};
-use items_domain::{
-    ItemRepository, ItemService, Name, ProductService, RateLimiter, UploadService, UserService,
-};
+use items_adapters::memory::{self, InMemoryItemRepository, InMemoryRateLimitStore};
+use items_domain::{ItemRepository, Name, RateLimiter, Repositories};
 
 type Failure = Box<dyn std::error::Error>;
 
@@ -49,13 +44,15 @@ async fn serve(count: u64) -> Result<(), Failure> {
     );
 
     let uploads = tempfile::tempdir()?;
-    let services = Services {
-        items: ItemService::new(items),
-        products: ProductService::new(Arc::new(InMemoryProductRepository::new())),
-        users: UserService::new(Arc::new(InMemoryUserRepository::seeded())),
-        uploads: UploadService::new(Arc::new(DiskUploadStore::open(uploads.path())?)),
-        rate_limits: RateLimiter::local(Arc::new(InMemoryRateLimitStore::default())),
+    let repositories = Repositories {
+        items,
+        ..memory::repositories()
     };
+    let services = Services::new(
+        repositories,
+        Arc::new(DiskUploadStore::open(uploads.path())?),
+        RateLimiter::local(Arc::new(InMemoryRateLimitStore::default())),
+    );
     let defaults = HttpSettings::default();
     let settings = HttpSettings {
         rate_limit: RateLimitSettings {

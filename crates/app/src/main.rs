@@ -25,7 +25,7 @@ fn main() -> ExitCode {
     if let Some(config::Command::Openapi) = config.command {
         return print_openapi();
     }
-    let _log_writer = telemetry::init(config.log_format);
+    let _log_writer = telemetry::init(config.server.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -75,7 +75,9 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::from(error.exit_code());
         }
     };
-    application.listening().log(config.database_url.as_deref());
+    application
+        .listening()
+        .log(config.store.database_url.as_deref());
     match application.run_until_stopped().await {
         Ok(()) => {
             tracing::info!("stopped");

@@ -5,26 +5,19 @@
 //! `items-service: ` in front of each, once.
 
 use std::net::{SocketAddr, TcpListener};
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
 use items_adapters::disk::DiskUploadStore;
 use items_adapters::http::{
-    AdminServer, BodyLimits, HttpServer, HttpSettings, RateLimitSettings, Readiness, RenderMetrics,
-    Services, UploadLimits,
+    AdminServer, HttpServer, HttpSettings, Readiness, RenderMetrics, Services,
 };
-use items_adapters::memory::{
-    InMemoryItemRepository, InMemoryProductRepository, InMemoryRateLimitStore,
-    InMemoryUserRepository,
-};
+use items_adapters::memory::{self, InMemoryRateLimitStore};
 use items_adapters::postgres::{ConnectError, PostgresStore};
 use items_adapters::redis::RedisRateLimitStore;
-use items_domain::{
-    HealthCheck, ItemService, ProductService, RateLimiter, UploadService, UserService,
-};
+use items_domain::{HealthCheck, RateLimiter, Repositories};
 
-use crate::config::Config;
+use crate::config::{Config, StoreConfig};
 use crate::listening::Listening;
 
 /// Why the application could not start, with the exit status it implies.
@@ -94,48 +87,33 @@ impl Application {
     ) -> Result<Self, StartError> {
         // The uploads directory first: an unusable one is a bad setting (exit
         // 2), found before the port is taken.
-        let uploads = DiskUploadStore::open(&config.uploads_dir).map_err(|error| {
+        let uploads_dir = &config.uploads.uploads_dir;
+        let uploads = DiskUploadStore::open(uploads_dir).map_err(|error| {
             StartError::Setting(format!(
                 "invalid UPLOADS_DIR (--uploads-dir) {:?}: {error}",
-                config.uploads_dir.display().to_string()
+                uploads_dir.display().to_string()
             ))
         })?;
-        let (listener, address) = bind(SocketAddr::new(config.host, config.port))?;
+        let (listener, address) = bind(config.server.address())?;
         let settings = HttpSettings {
-            body_limits: BodyLimits {
-                max_bytes: usize::try_from(config.max_json_bytes).map_err(|_| {
-                    StartError::Setting(
-                        "invalid MAX_JSON_BYTES (--max-json-bytes): more than this platform can address"
-                            .into(),
-                    )
-                })?,
-                ..BodyLimits::default()
-            },
-            rate_limit: RateLimitSettings {
-                max: NonZeroU32::new(config.rate_limit_max),
-                window: Duration::from_millis(config.rate_limit_window_ms),
-                trust_proxy: config.trust_proxy,
-            },
-            upload_limits: UploadLimits {
-                max_file_bytes: config.max_file_bytes,
-                ..UploadLimits::default()
-            },
+            body_limits: (&config.server).into(),
+            rate_limit: (&config.limiter).into(),
+            upload_limits: (&config.uploads).into(),
             ..HttpSettings::default()
         };
-        let uploads = UploadService::new(Arc::new(uploads));
-        let redis = config.redis_url.as_deref().map(open_redis).transpose()?;
-        let rate_limits = rate_limiter(redis.clone());
-        let (services, store) = match &config.database_url {
-            None => (in_memory_services(uploads, rate_limits), None),
-            Some(url) => {
-                let store = connect(url, config.database_pool_size).await?;
-                (postgres_services(&store, uploads, rate_limits), Some(store))
-            }
-        };
-        let checks: Vec<Arc<dyn HealthCheck>> = store
-            .iter()
-            .map(|store| Arc::new(store.clone()) as Arc<dyn HealthCheck>)
-            .collect();
+        let redis = config
+            .limiter
+            .redis_url
+            .as_deref()
+            .map(open_redis)
+            .transpose()?;
+        let store = Store::open(&config.store).await?;
+        let services = Services::new(
+            store.repositories(),
+            Arc::new(uploads),
+            rate_limiter(redis.clone()),
+        );
+        let checks: Vec<Arc<dyn HealthCheck>> = store.health_check().into_iter().collect();
         // Without Redis the limiter falls back to local budgets (C9): the
         // instance stays ready, reported as degraded.
         let degradable: Vec<Arc<dyn HealthCheck>> = redis
@@ -143,7 +121,7 @@ impl Application {
             .map(|redis| redis as Arc<dyn HealthCheck>)
             .collect();
         let readiness = Readiness::new(checks, degradable);
-        let admin = match config.admin_port {
+        let admin = match config.admin.admin_port {
             None => None,
             Some(port) => Some(admin(config, port, Arc::clone(&readiness), store)?),
         };
@@ -152,7 +130,7 @@ impl Application {
         // sending before the server stops accepting (C11). Without one nobody
         // watches readiness, and the server drains at once.
         let drain = match admin {
-            Some(_) => Duration::from_millis(config.shutdown_drain_ms),
+            Some(_) => config.admin.drain(),
             None => Duration::ZERO,
         };
         let shutdown = async move {
@@ -220,15 +198,13 @@ fn admin(
     config: &Config,
     port: u16,
     readiness: Arc<Readiness>,
-    store: Option<PostgresStore>,
+    store: Store,
 ) -> Result<Admin, StartError> {
-    let (listener, address) = bind(SocketAddr::new(config.host, port))?;
+    let (listener, address) = bind(SocketAddr::new(config.server.host, port))?;
     let metrics = crate::metrics::install()?;
     let handle = metrics.clone();
     let render: RenderMetrics = Arc::new(move || {
-        if let Some(store) = &store {
-            store.record_pool_metrics();
-        }
+        store.record_pool_metrics();
         handle.render()
     });
     let server = AdminServer::bind(listener, readiness, render)
@@ -273,13 +249,49 @@ fn rate_limiter(redis: Option<Arc<RedisRateLimitStore>>) -> RateLimiter {
     }
 }
 
-fn in_memory_services(uploads: UploadService, rate_limits: RateLimiter) -> Services {
-    Services {
-        uploads,
-        rate_limits,
-        items: ItemService::new(Arc::new(InMemoryItemRepository::new())),
-        products: ProductService::new(Arc::new(InMemoryProductRepository::new())),
-        users: UserService::new(Arc::new(InMemoryUserRepository::seeded())),
+/// The store the configuration names, open: each one hands out the three
+/// repositories the use cases run on, so another store is one more variant.
+#[derive(Debug, Clone)]
+enum Store {
+    /// In this process (no `DATABASE_URL`).
+    Memory,
+    /// PostgreSQL (`DATABASE_URL=postgres://…`).
+    Postgres(PostgresStore),
+}
+
+impl Store {
+    /// Opens the store `config` names, waiting up to [`DATABASE_PATIENCE`]
+    /// for a database.
+    async fn open(config: &StoreConfig) -> Result<Self, StartError> {
+        match &config.database_url {
+            None => Ok(Self::Memory),
+            Some(url) => connect(url, config.database_pool_size)
+                .await
+                .map(Self::Postgres),
+        }
+    }
+
+    /// Its repositories; in memory, a fresh store with the seeded users.
+    fn repositories(&self) -> Repositories {
+        match self {
+            Self::Memory => memory::repositories(),
+            Self::Postgres(store) => store.repositories(),
+        }
+    }
+
+    /// What a readiness probe pings, for a store outside the process.
+    fn health_check(&self) -> Option<Arc<dyn HealthCheck>> {
+        match self {
+            Self::Memory => None,
+            Self::Postgres(store) => Some(Arc::new(store.clone())),
+        }
+    }
+
+    /// Updates the gauges of the connection pool, if there is one.
+    fn record_pool_metrics(&self) {
+        if let Self::Postgres(store) = self {
+            store.record_pool_metrics();
+        }
     }
 }
 
@@ -294,18 +306,4 @@ async fn connect(url: &str, pool_size: u32) -> Result<PostgresStore, StartError>
             | ConnectError::Refused(_)
             | ConnectError::Migrate(_)) => StartError::Database(error),
         })
-}
-
-fn postgres_services(
-    store: &PostgresStore,
-    uploads: UploadService,
-    rate_limits: RateLimiter,
-) -> Services {
-    Services {
-        rate_limits,
-        items: ItemService::new(Arc::new(store.items())),
-        products: ProductService::new(Arc::new(store.products())),
-        users: UserService::new(Arc::new(store.users())),
-        uploads,
-    }
 }

@@ -1,28 +1,22 @@
-//! The default of every setting, in one place (C1).
+//! The defaults of the limits the service's rules are stated in (C3, C5,
+//! C9): the bodies, files and request budgets a client is held to.
 //!
-//! The command line's defaults (`default_value_t = defaults::…`), the
-//! adapters' `Default` impls and the examples read them here; nothing else
+//! The command line's defaults (`default_value_t = defaults::…`), the HTTP
+//! adapter's `Default` impls and the examples read them here; nothing else
 //! writes these numbers. They live in the innermost crate because the upload
-//! policy ([`crate::UploadPolicy`]) is built from one of them.
+//! policy ([`crate::UploadPolicy`]) is built from one of them. Settings of
+//! the process alone (its port, host, log format, uploads directory, drain
+//! delay) have their defaults in the binary's crate, `items-app`; the
+//! PostgreSQL pool's in its adapter.
 //!
 //! ```
 //! use items_domain::defaults;
 //!
-//! assert_eq!(defaults::PORT, 3000);
+//! assert_eq!(defaults::RATE_LIMIT_MAX, 100);
 //! assert_eq!(defaults::MAX_FILE_BYTES, 10 * 1024 * 1024);
 //! ```
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
-
-/// `PORT`: the TCP port.
-pub const PORT: u16 = 3000;
-
-/// `HOST`: every IPv4 interface.
-pub const HOST: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
-
-/// `UPLOADS_DIR`: where uploads are stored, relative to the working directory.
-pub const UPLOADS_DIR: &str = "uploads";
 
 /// `RATE_LIMIT_MAX`: requests per client per window (C9).
 pub const RATE_LIMIT_MAX: u32 = 100;
@@ -38,16 +32,6 @@ pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
 /// `MAX_JSON_BYTES`: the largest JSON or form body, 100 KiB (C3).
 pub const MAX_JSON_BYTES: u64 = 100 * 1024;
-
-/// `DATABASE_POOL_SIZE`: PostgreSQL connections per instance.
-pub const DATABASE_POOL_SIZE: u32 = 10;
-
-/// `SHUTDOWN_DRAIN_MS`: how long `/readyz` answers 503 before the server
-/// drains, with an admin listener (C11).
-pub const SHUTDOWN_DRAIN_MS: u64 = 5000;
-
-/// `LOG_FORMAT`: one human-readable line per request.
-pub const LOG_FORMAT: &str = "text";
 
 /// Longest a client may take to send a whole JSON or form body. Not a
 /// setting: it bounds how long a trickling client holds a connection.

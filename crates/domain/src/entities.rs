@@ -2,7 +2,7 @@
 
 use futures_util::stream::BoxStream;
 
-use crate::ports::RepositoryError;
+use crate::repository_error::RepositoryError;
 use crate::values::{Id, Name, PageLimit, Price};
 
 /// An item: the service's main resource. Its fields are already-checked
@@ -32,7 +32,9 @@ pub struct Product {
     pub price: Price,
 }
 
-/// A read-only user.
+/// A read-only user. Its name is plain text, not a [`Name`]: users are
+/// seeded by the store (C4) and never written by a client, so the rules of
+/// an item's name (C3) do not apply to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {
     pub id: Id,

@@ -4,9 +4,11 @@
 //!
 //! Design rules for this crate:
 //! - no I/O, no HTTP, no SQL, no async runtime: adapters bring those;
-//! - every value that reaches an entity went through a fallible constructor
-//!   ([`Name::parse`], [`Price::new`], [`Id::parse`]), so an entity that
-//!   exists is valid;
+//! - every value a client can send reaches an entity only through a
+//!   fallible constructor ([`Name::parse`], [`Price::new`], [`Id::parse`]),
+//!   so an item or a product that exists is valid; a [`User`]'s name is
+//!   plain text, because users are seeded by the store (C4) and no client
+//!   ever writes one;
 //! - every port method documents, under `# Errors`, what each implementation
 //!   MUST return; the contract checks of `items-testkit` test exactly that,
 //!   for any adapter.
@@ -15,15 +17,18 @@ pub mod defaults;
 pub mod entities;
 pub mod ports;
 pub mod rate_limit;
+mod repository_error;
 pub mod uploads;
 pub mod use_cases;
 pub mod values;
 
 pub use entities::{Item, ItemBatch, ItemListing, ItemPage, ItemQuery, Product, User};
 pub use ports::{
-    HealthCheck, ItemRepository, ProductRepository, Replaced, RepositoryError, UserRepository,
+    DependencyDown, HealthCheck, ItemRepository, ProductRepository, Replaced, Repositories,
+    UserRepository,
 };
-pub use rate_limit::{Gcra, RateLimitStore, RateLimiter, Spent, Verdict};
+pub use rate_limit::{Gcra, RateLimitStore, RateLimitStoreError, RateLimiter, Spent, Verdict};
+pub use repository_error::RepositoryError;
 pub use uploads::{
     FileWriter, PendingUpload, StoredFile, StoredFiles, StoredName, TextField, TextWriter, Upload,
     UploadError, UploadPolicy, UploadService, UploadSession, UploadStore, UploadStoreError,

@@ -7,8 +7,9 @@
 //! object safe: the use cases hold `Arc<dyn …>`, which keeps the use cases free
 //! of generic parameters and lets the binary pick an adapter at run time.
 //!
-//! Errors are [`RepositoryError`]: the only failure a caller can act on is
-//! "the store is unreachable right now" (an HTTP adapter answers 503). Absence
+//! The repositories' errors are [`RepositoryError`]: the only failure a
+//! caller can act on is "the store is unreachable right now" (an HTTP adapter
+//! answers 503). A [`HealthCheck`] fails with [`DependencyDown`]. Absence
 //! is not an error of the port: it is part of the answer (`Option`, `bool`,
 //! [`Replaced`]), because what absence means is for the use case to decide.
 //!
@@ -47,38 +48,13 @@
 //!
 //! [`async_trait`]: https://docs.rs/async-trait
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 use crate::entities::{Item, ItemListing, ItemPage, ItemQuery, Product, User};
+pub use crate::repository_error::RepositoryError;
 use crate::values::{Id, Name, Price};
-
-/// The store could not answer. Implementations keep the cause for logs; it is
-/// never shown to a client.
-///
-/// The cause is the error's [`source`](std::error::Error::source), not part
-/// of its message, so whoever logs the whole chain prints it once:
-///
-/// ```
-/// use std::error::Error;
-/// use items_domain::RepositoryError;
-///
-/// let error = RepositoryError::unavailable("connection refused");
-/// assert_eq!(error.to_string(), "the repository is unavailable");
-/// assert_eq!(error.source().unwrap().to_string(), "connection refused");
-/// ```
-#[derive(Debug, thiserror::Error)]
-pub enum RepositoryError {
-    /// The backing store is unreachable or timed out; retrying later may work.
-    #[error("the repository is unavailable")]
-    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
-}
-
-impl RepositoryError {
-    /// The store is unreachable, for this `cause` (an error or a message).
-    pub fn unavailable(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
-        Self::Unavailable(cause.into())
-    }
-}
 
 /// What [`ItemRepository::replace`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,7 +168,7 @@ pub trait UserRepository: Send + Sync {
 ///
 /// ```
 /// use async_trait::async_trait;
-/// use items_domain::{HealthCheck, RepositoryError};
+/// use items_domain::{DependencyDown, HealthCheck};
 ///
 /// /// A dependency that is down.
 /// struct Down;
@@ -203,8 +179,8 @@ pub trait UserRepository: Send + Sync {
 ///         "database"
 ///     }
 ///
-///     async fn ping(&self) -> Result<(), RepositoryError> {
-///         Err(RepositoryError::unavailable("connection refused"))
+///     async fn ping(&self) -> Result<(), DependencyDown> {
+///         Err(DependencyDown::new("connection refused"))
 ///     }
 /// }
 ///
@@ -222,7 +198,88 @@ pub trait HealthCheck: Send + Sync {
     /// One cheap round trip to the dependency.
     ///
     /// # Errors
-    /// MUST return [`RepositoryError::Unavailable`] when the dependency does
-    /// not answer.
-    async fn ping(&self) -> Result<(), RepositoryError>;
+    /// MUST return [`DependencyDown`] when the dependency does not answer.
+    async fn ping(&self) -> Result<(), DependencyDown>;
+}
+
+/// A dependency did not answer its [`HealthCheck::ping`]; the cause (its
+/// [`source`](std::error::Error::source)) says why, for the readiness report.
+///
+/// ```
+/// use std::error::Error;
+/// use items_domain::DependencyDown;
+///
+/// let error = DependencyDown::new("connection refused");
+/// assert_eq!(error.to_string(), "the dependency does not answer");
+/// assert_eq!(error.source().unwrap().to_string(), "connection refused");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("the dependency does not answer")]
+pub struct DependencyDown(#[source] Box<dyn std::error::Error + Send + Sync>);
+
+impl DependencyDown {
+    /// The dependency is down, for this `cause` (an error or a message).
+    pub fn new(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self(cause.into())
+    }
+}
+
+/// One store's three repositories, as the use cases and the contract checks
+/// take them: what a storage adapter hands over, whatever it keeps them in.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use async_trait::async_trait;
+/// # use items_domain::{Id, Item, ItemListing, ItemPage, ItemQuery, ItemRepository, Name,
+/// #     Price, Product, ProductRepository, Replaced, Repositories, RepositoryError, User,
+/// #     UserRepository};
+/// # struct Nothing;
+/// # #[async_trait]
+/// # impl ItemRepository for Nothing {
+/// #     async fn list(&self, _: &ItemQuery) -> Result<ItemPage, RepositoryError> { unimplemented!() }
+/// #     async fn list_all(&self) -> Result<ItemListing, RepositoryError> { unimplemented!() }
+/// #     async fn get(&self, _: Id) -> Result<Option<Item>, RepositoryError> { Ok(None) }
+/// #     async fn create(&self, _: Name) -> Result<Item, RepositoryError> { unimplemented!() }
+/// #     async fn replace(&self, _: &Item, _: Option<Name>) -> Result<Replaced, RepositoryError> { unimplemented!() }
+/// #     async fn delete(&self, _: Id) -> Result<bool, RepositoryError> { Ok(false) }
+/// # }
+/// # #[async_trait]
+/// # impl ProductRepository for Nothing {
+/// #     async fn list(&self) -> Result<Vec<Product>, RepositoryError> { Ok(vec![]) }
+/// #     async fn create(&self, _: Name, _: Price) -> Result<Product, RepositoryError> { unimplemented!() }
+/// # }
+/// # #[async_trait]
+/// # impl UserRepository for Nothing {
+/// #     async fn list(&self) -> Result<Vec<User>, RepositoryError> { Ok(vec![]) }
+/// # }
+/// let repositories = Repositories::new(Nothing, Nothing, Nothing);
+/// let shared = repositories.clone(); // the same store, not a copy of it
+/// # let _ = shared;
+/// ```
+#[derive(Clone)]
+pub struct Repositories {
+    pub items: Arc<dyn ItemRepository>,
+    pub products: Arc<dyn ProductRepository>,
+    pub users: Arc<dyn UserRepository>,
+}
+
+impl Repositories {
+    /// Bundles an adapter's three repositories.
+    pub fn new(
+        items: impl ItemRepository + 'static,
+        products: impl ProductRepository + 'static,
+        users: impl UserRepository + 'static,
+    ) -> Self {
+        Self {
+            items: Arc::new(items),
+            products: Arc::new(products),
+            users: Arc::new(users),
+        }
+    }
+}
+
+impl std::fmt::Debug for Repositories {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Repositories").finish_non_exhaustive()
+    }
 }

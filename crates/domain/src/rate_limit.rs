@@ -23,8 +23,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::ports::RepositoryError;
-
 /// The budget: `limit` requests, one more every `period`.
 ///
 /// ```
@@ -158,9 +156,31 @@ pub trait RateLimitStore: Send + Sync {
     /// concurrent requests of one client MUST NOT both see the old TAT).
     ///
     /// # Errors
-    /// MUST return [`RepositoryError::Unavailable`] when the store cannot
-    /// answer now (unreachable, or slower than it may be); nothing is spent.
-    async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RepositoryError>;
+    /// MUST return [`RateLimitStoreError`] when the store cannot answer now
+    /// (unreachable, or slower than it may be); nothing is spent.
+    async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RateLimitStoreError>;
+}
+
+/// A [`RateLimitStore`] could not answer now; nothing was spent. The cause
+/// (its [`source`](std::error::Error::source)) is for the logs.
+///
+/// ```
+/// use std::error::Error;
+/// use items_domain::RateLimitStoreError;
+///
+/// let error = RateLimitStoreError::new("timed out");
+/// assert_eq!(error.to_string(), "the rate-limit store did not answer");
+/// assert_eq!(error.source().unwrap().to_string(), "timed out");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("the rate-limit store did not answer")]
+pub struct RateLimitStoreError(#[source] Box<dyn std::error::Error + Send + Sync>);
+
+impl RateLimitStoreError {
+    /// The store did not answer, for this `cause` (an error or a message).
+    pub fn new(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self(cause.into())
+    }
 }
 
 /// The limiter: one budget per client, shared by every instance when a
@@ -175,7 +195,7 @@ pub trait RateLimitStore: Send + Sync {
 /// use std::time::{Duration, Instant};
 ///
 /// use async_trait::async_trait;
-/// use items_domain::{Gcra, RateLimitStore, RateLimiter, RepositoryError, Spent, Verdict};
+/// use items_domain::{Gcra, RateLimitStore, RateLimitStoreError, RateLimiter, Spent, Verdict};
 ///
 /// /// Each client's TAT in a map, on a clock that starts with the store.
 /// struct Local {
@@ -185,7 +205,7 @@ pub trait RateLimitStore: Send + Sync {
 ///
 /// #[async_trait]
 /// impl RateLimitStore for Local {
-///     async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RepositoryError> {
+///     async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RateLimitStoreError> {
 ///         let now = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
 ///         let mut tats = self.tats.lock().unwrap();
 ///         let (spent, tat) = gcra.spend(tats.get(&client).copied(), now);
@@ -197,7 +217,7 @@ pub trait RateLimitStore: Send + Sync {
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), RepositoryError> {
+/// # async fn main() -> Result<(), RateLimitStoreError> {
 /// let store = Local { started: Instant::now(), tats: Mutex::default() };
 /// let limiter = RateLimiter::local(Arc::new(store));
 /// let once_a_minute = Gcra::new(NonZeroU32::MIN, Duration::from_secs(60));
@@ -247,7 +267,7 @@ impl RateLimiter {
     ///
     /// # Errors
     /// Only when the local store fails too.
-    pub async fn check(&self, client: IpAddr, gcra: Gcra) -> Result<Verdict, RepositoryError> {
+    pub async fn check(&self, client: IpAddr, gcra: Gcra) -> Result<Verdict, RateLimitStoreError> {
         if let Some(shared) = &self.shared
             && let Ok(spent) = shared.spend(client, gcra).await
         {
@@ -352,7 +372,7 @@ mod tests {
         shared
             .expect_spend()
             .times(1)
-            .return_once(|_, _| Err(RepositoryError::unavailable("timed out")));
+            .return_once(|_, _| Err(RateLimitStoreError::new("timed out")));
         let mut local = MockRateLimitStore::new();
         local
             .expect_spend()

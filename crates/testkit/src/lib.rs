@@ -84,8 +84,23 @@ pub trait Fixture: Sized {
 #[macro_export]
 macro_rules! contract_tests {
     (repositories $module:ident = $setup:expr) => {
-        $crate::contract_tests!(@each $module, $setup, repositories,
-            |fixture| $crate::RepositoryFixture::repositories(&fixture), [
+        $crate::__checks!(repositories, tests $module, $setup, repositories,
+            |fixture| $crate::RepositoryFixture::repositories(&fixture));
+    };
+    (upload_store $module:ident = $setup:expr) => {
+        $crate::__checks!(upload_store, tests $module, $setup, uploads, |fixture| &fixture);
+    };
+}
+
+/// The checks of each contract, once: [`contract_tests!`] declares a test
+/// per name, and a unit test of this crate fails when a public check of
+/// [`repositories`] or [`uploads`] is missing here (so none is silently left
+/// out). Not part of the kit's API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __checks {
+    (repositories, $($then:tt)*) => {
+        $crate::__checks! { @apply [
             ids_start_at_1_and_count_up_c2,
             ids_are_never_reused_after_a_delete_c2,
             concurrent_creates_get_distinct_ids_and_none_is_lost_c2,
@@ -103,18 +118,21 @@ macro_rules! contract_tests {
             every_write_changes_the_listing_version_c7_c10,
             the_full_listing_streams_every_item_in_id_order_c10,
             a_write_during_a_listing_never_mixes_into_it_c7_c10,
-        ]);
+        ] $($then)* }
     };
-    (upload_store $module:ident = $setup:expr) => {
-        $crate::contract_tests!(@each $module, $setup, uploads, |fixture| &fixture, [
+    (upload_store, $($then:tt)*) => {
+        $crate::__checks! { @apply [
             a_committed_upload_holds_exactly_the_written_bytes_under_its_name_c4_c5,
             a_dropped_upload_leaves_nothing_behind_c5,
             each_commit_gets_a_new_name_and_keeps_the_others_c4,
             remove_deletes_a_committed_file_and_ignores_a_missing_one,
-        ]);
+        ] $($then)* }
     };
-    (@each $module:ident, $setup:expr, $contract:ident, |$fixture:ident| $argument:expr,
-        [$($check:ident),* $(,)?]) => {
+    (@apply [$($check:ident),* $(,)?] names) => {
+        [$(stringify!($check)),*]
+    };
+    (@apply [$($check:ident),* $(,)?] tests $module:ident, $setup:expr, $contract:ident,
+        |$fixture:ident| $argument:expr) => {
         mod $module {
             #[allow(unused_imports)] // `setup` may name nothing of the caller's
             use super::*;
@@ -154,5 +172,31 @@ pub mod __private {
         if let Err(panic) = outcome {
             std::panic::resume_unwind(panic);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// The names of the `pub async fn`s of a module's source: its checks.
+    fn public_checks(source: &str) -> BTreeSet<&str> {
+        source
+            .lines()
+            .filter_map(|line| line.strip_prefix("pub async fn "))
+            .filter_map(|rest| rest.split(['(', '<']).next())
+            .collect()
+    }
+
+    #[test]
+    fn contract_tests_runs_every_public_repository_check() {
+        let listed = BTreeSet::from(crate::__checks!(repositories, names));
+        assert_eq!(listed, public_checks(include_str!("repositories.rs")));
+    }
+
+    #[test]
+    fn contract_tests_runs_every_public_upload_store_check() {
+        let listed = BTreeSet::from(crate::__checks!(upload_store, names));
+        assert_eq!(listed, public_checks(include_str!("uploads.rs")));
     }
 }

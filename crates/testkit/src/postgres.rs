@@ -161,7 +161,7 @@ mod service_store {
 
     impl RepositoryFixture for ScratchStore {
         fn repositories(&self) -> Repositories {
-            crate::http::postgres_repositories(&self.store)
+            self.store.repositories()
         }
     }
 }

@@ -4,6 +4,10 @@
 //! Every check takes fresh, empty [`Repositories`] (users seeded as C4 says)
 //! and panics, as a failed test does, when the adapter breaks the rule named
 //! in its name. Run them all with [`contract_tests!`](crate::contract_tests).
+//!
+//! [`ItemRepository`]: items_domain::ItemRepository
+//! [`ProductRepository`]: items_domain::ProductRepository
+//! [`UserRepository`]: items_domain::UserRepository
 
 // A check fails by panicking, as a test does: `unwrap` is its assertion that
 // the adapter answered.
@@ -12,41 +16,11 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use items_domain::{
-    Id, Item, ItemQuery, ItemRepository, Name, PageLimit, Price, ProductRepository, Replaced,
-    UserRepository,
-};
+/// One adapter's repositories, as the checks use them (the domain's bundle).
+pub use items_domain::Repositories;
+use items_domain::{Id, Item, ItemQuery, Name, PageLimit, Price, Replaced};
 
 use crate::Fixture;
-
-/// One adapter's repositories, as the checks use them.
-#[derive(Clone)]
-pub struct Repositories {
-    pub items: Arc<dyn ItemRepository>,
-    pub products: Arc<dyn ProductRepository>,
-    pub users: Arc<dyn UserRepository>,
-}
-
-impl Repositories {
-    /// Bundles an adapter's three repositories.
-    pub fn new(
-        items: impl ItemRepository + 'static,
-        products: impl ProductRepository + 'static,
-        users: impl UserRepository + 'static,
-    ) -> Self {
-        Self {
-            items: Arc::new(items),
-            products: Arc::new(products),
-            users: Arc::new(users),
-        }
-    }
-}
-
-impl std::fmt::Debug for Repositories {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Repositories").finish_non_exhaustive()
-    }
-}
 
 /// Repositories that need nothing undone after a test (in memory).
 impl Fixture for Repositories {}

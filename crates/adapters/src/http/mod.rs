@@ -26,7 +26,11 @@ mod server;
 mod uploads;
 mod users;
 
-use items_domain::{ItemService, ProductService, RateLimiter, UploadService, UserService};
+use std::sync::Arc;
+
+use items_domain::{
+    ItemService, ProductService, RateLimiter, Repositories, UploadService, UploadStore, UserService,
+};
 
 pub use admin::{AdminServer, Readiness, RenderMetrics};
 pub use body::BodyLimits;
@@ -44,6 +48,30 @@ pub struct Services {
     pub uploads: UploadService,
     /// Rate-limit budgets (C9); used when `HttpSettings::rate_limit` sets a maximum.
     pub rate_limits: RateLimiter,
+}
+
+impl Services {
+    /// The use cases wired over one store's `repositories` (in memory,
+    /// PostgreSQL, or any adapter's), an upload store and the rate-limit
+    /// budgets: the one place they are put together.
+    pub fn new(
+        repositories: Repositories,
+        uploads: Arc<dyn UploadStore>,
+        rate_limits: RateLimiter,
+    ) -> Self {
+        let Repositories {
+            items,
+            products,
+            users,
+        } = repositories;
+        Self {
+            items: ItemService::new(items),
+            products: ProductService::new(products),
+            users: UserService::new(users),
+            uploads: UploadService::new(uploads),
+            rate_limits,
+        }
+    }
 }
 
 /// How the HTTP adapter behaves, from the service's configuration (C1).

@@ -14,12 +14,22 @@ mod products;
 mod rate_limit;
 mod users;
 
-use items_domain::{Id, RepositoryError};
+use items_domain::{Id, Repositories, RepositoryError};
 
 pub use items::InMemoryItemRepository;
 pub use products::InMemoryProductRepository;
 pub use rate_limit::InMemoryRateLimitStore;
 pub use users::InMemoryUserRepository;
+
+/// A fresh in-memory store: no items, no products, the two seeded users
+/// (C4). Each call is a store of its own.
+pub fn repositories() -> Repositories {
+    Repositories::new(
+        InMemoryItemRepository::new(),
+        InMemoryProductRepository::new(),
+        InMemoryUserRepository::seeded(),
+    )
+}
 
 /// The last id handed out by a repository. It only grows, so an id is never
 /// reused, not even after the newest row is deleted (C2). Callers advance it

@@ -15,7 +15,7 @@ use std::num::NonZeroUsize;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use items_domain::{Gcra, RateLimitStore, RepositoryError, Spent};
+use items_domain::{Gcra, RateLimitStore, RateLimitStoreError, Spent};
 use lru::LruCache;
 use parking_lot::Mutex;
 
@@ -72,7 +72,7 @@ impl Default for InMemoryRateLimitStore {
 
 #[async_trait]
 impl RateLimitStore for InMemoryRateLimitStore {
-    async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RepositoryError> {
+    async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RateLimitStoreError> {
         let now = u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let mut shard = self.shard(&client).lock();
         let (spent, next) = gcra.spend(shard.get(&client).copied(), now);

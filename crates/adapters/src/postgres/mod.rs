@@ -15,7 +15,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use items_domain::{HealthCheck, RepositoryError};
+use items_domain::{DependencyDown, HealthCheck, Repositories, RepositoryError};
 use sqlx::Connection as _;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
@@ -137,6 +137,11 @@ impl PostgresStore {
         PostgresUserRepository::new(self.pool.clone())
     }
 
+    /// The three repositories, sharing this pool.
+    pub fn repositories(&self) -> Repositories {
+        Repositories::new(self.items(), self.products(), self.users())
+    }
+
     /// Publishes the pool's state to the metrics recorder (C11); called at
     /// scrape time, so the values are current and cost nothing per request.
     pub fn record_pool_metrics(&self) {
@@ -166,12 +171,19 @@ impl HealthCheck for PostgresStore {
         "database"
     }
 
-    async fn ping(&self) -> Result<(), RepositoryError> {
-        pool::lease(&self.pool)
-            .await?
-            .run(|connection| sqlx::query("SELECT 1").execute(connection))
+    async fn ping(&self) -> Result<(), DependencyDown> {
+        let answered = async {
+            pool::lease(&self.pool)
+                .await?
+                .run(|connection| sqlx::query("SELECT 1").execute(connection))
+                .await
+        };
+        // The repository error says "unavailable" and holds why: the why is
+        // what the readiness report shows.
+        answered
             .await
             .map(drop)
+            .map_err(|RepositoryError::Unavailable(cause)| DependencyDown::new(cause))
     }
 }
 

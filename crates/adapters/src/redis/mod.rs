@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use items_domain::{Gcra, HealthCheck, RateLimitStore, RepositoryError, Spent};
+use items_domain::{DependencyDown, Gcra, HealthCheck, RateLimitStore, RateLimitStoreError, Spent};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Script};
 
@@ -106,11 +106,11 @@ fn micros(duration: Duration) -> u64 {
 
 #[async_trait]
 impl RateLimitStore for RedisRateLimitStore {
-    async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RepositoryError> {
+    async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RateLimitStoreError> {
         if self.degraded.load(Ordering::Relaxed)
             && self.now_ms() < self.retry_at_ms.load(Ordering::Relaxed)
         {
-            return Err(RepositoryError::unavailable(
+            return Err(RateLimitStoreError::new(
                 "Redis failed a moment ago; not asked again yet",
             ));
         }
@@ -133,7 +133,7 @@ impl RateLimitStore for RedisRateLimitStore {
                         "Redis does not answer: rate-limit budgets are per instance until it does"
                     );
                 }
-                Err(RepositoryError::unavailable(cause))
+                Err(RateLimitStoreError::new(cause))
             }
         }
     }
@@ -145,14 +145,14 @@ impl HealthCheck for RedisRateLimitStore {
         "redis"
     }
 
-    async fn ping(&self) -> Result<(), RepositoryError> {
+    async fn ping(&self) -> Result<(), DependencyDown> {
         let mut connection = self.connection.clone();
         let command = redis::cmd("PING");
         let ping = command.query_async::<String>(&mut connection);
         match tokio::time::timeout(Self::TIMEOUT * 10, ping).await {
             Ok(Ok(_)) => Ok(()),
-            Ok(Err(error)) => Err(RepositoryError::unavailable(error)),
-            Err(_) => Err(RepositoryError::unavailable("no answer to PING")),
+            Ok(Err(error)) => Err(DependencyDown::new(error)),
+            Err(_) => Err(DependencyDown::new("no answer to PING")),
         }
     }
 }

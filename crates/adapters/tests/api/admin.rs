@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use actix_web::dev::ServerHandle;
 use items_adapters::http::metrics::{REQUEST_DURATION, REQUEST_DURATION_BUCKETS, describe};
 use items_adapters::http::{AdminServer, Readiness, RenderMetrics};
-use items_domain::{HealthCheck, RepositoryError, ports::MockHealthCheck};
+use items_domain::{DependencyDown, HealthCheck, ports::MockHealthCheck};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::Value;
 
@@ -96,7 +96,7 @@ fn dependency(name: &'static str, answers: bool) -> Arc<dyn HealthCheck> {
         if answers {
             Ok(())
         } else {
-            Err(RepositoryError::unavailable("connection refused"))
+            Err(DependencyDown::new("connection refused"))
         }
     });
     Arc::new(check)

@@ -8,6 +8,7 @@ use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use clap::CommandFactory;
 use items_app::{Application, Config, Listening};
 pub use items_testkit::http::Client;
 use tokio::sync::oneshot;
@@ -32,26 +33,24 @@ pub fn binary_with_fd_limit(limit: u32) -> Command {
 fn without_settings(mut command: Command) -> Command {
     // A clean environment for the settings of C1, so the caller's own PORT or
     // DATABASE_URL cannot leak into a test.
-    for variable in [
-        "PORT",
-        "HOST",
-        "DATABASE_URL",
-        "UPLOADS_DIR",
-        "RATE_LIMIT_MAX",
-        "RATE_LIMIT_WINDOW_MS",
-        "TRUST_PROXY",
-        "REDIS_URL",
-        "MAX_FILE_BYTES",
-        "MAX_JSON_BYTES",
-        "LOG_FORMAT",
-        "SHUTDOWN_DRAIN_MS",
-        "ADMIN_PORT",
-        "DATABASE_POOL_SIZE",
-        "RUST_LOG",
-    ] {
+    for (variable, _) in every_setting() {
         command.env_remove(variable);
     }
+    command.env_remove("RUST_LOG");
     command
+}
+
+/// Every setting of C1 as its environment variable and its flag
+/// (`RATE_LIMIT_MAX`, `--rate-limit-max`), as the service's own command line
+/// declares them: a setting added there is known here.
+fn every_setting() -> Vec<(String, String)> {
+    Config::command()
+        .get_arguments()
+        .filter_map(|arg| {
+            let variable = arg.get_env()?.to_str()?.to_owned();
+            Some((variable, format!("--{}", arg.get_long()?)))
+        })
+        .collect()
 }
 
 /// Log settings under which the binary writes its start-up line (`info`,
@@ -236,8 +235,13 @@ impl App {
             "--uploads-dir".into(),
             uploads.path().join("uploads").into_os_string(),
         ];
+        let known = every_setting();
         for (variable, value) in settings {
-            flags.push(format!("--{}", variable.to_lowercase().replace('_', "-")).into());
+            let (_, flag) = known
+                .iter()
+                .find(|(known, _)| known == variable)
+                .unwrap_or_else(|| panic!("{variable} is not a setting of the service"));
+            flags.push(flag.into());
             flags.push(value.into());
         }
         let config = Config::from_flags(flags).unwrap();

@@ -10,5 +10,3 @@ mod services;
 pub use app::{TestApp, test_settings};
 pub use client::{Client, assert_problem, header};
 pub use services::TestServices;
-#[cfg(feature = "postgres")]
-pub(crate) use services::postgres_repositories;

@@ -5,12 +5,9 @@ use std::sync::Arc;
 
 use items_adapters::disk::DiskUploadStore;
 use items_adapters::http::Services;
-use items_adapters::memory::{
-    InMemoryItemRepository, InMemoryProductRepository, InMemoryRateLimitStore,
-    InMemoryUserRepository,
-};
+use items_adapters::memory::{self, InMemoryRateLimitStore};
 use items_adapters::postgres::PostgresStore;
-use items_domain::{ItemService, ProductService, RateLimiter, UploadService, UserService};
+use items_domain::RateLimiter;
 use tempfile::TempDir;
 
 use crate::Repositories;
@@ -27,16 +24,12 @@ pub struct TestServices {
 impl TestServices {
     /// Over fresh in-memory repositories, the service's default store.
     pub fn in_memory() -> Self {
-        Self::over(Repositories::new(
-            InMemoryItemRepository::new(),
-            InMemoryProductRepository::new(),
-            InMemoryUserRepository::seeded(),
-        ))
+        Self::over(memory::repositories())
     }
 
     /// Over the repositories of a PostgreSQL store.
     pub fn postgres(store: &PostgresStore) -> Self {
-        Self::over(postgres_repositories(store))
+        Self::over(store.repositories())
     }
 
     /// Over any repositories: another adapter's, or mocks that fail.
@@ -47,13 +40,11 @@ impl TestServices {
         let uploads = tempfile::tempdir().expect("a temporary directory");
         let store = DiskUploadStore::open(uploads.path()).expect("the uploads directory opens");
         Self {
-            services: Services {
-                items: ItemService::new(repositories.items),
-                products: ProductService::new(repositories.products),
-                users: UserService::new(repositories.users),
-                uploads: UploadService::new(Arc::new(store)),
-                rate_limits: RateLimiter::local(Arc::new(InMemoryRateLimitStore::default())),
-            },
+            services: Services::new(
+                repositories,
+                Arc::new(store),
+                RateLimiter::local(Arc::new(InMemoryRateLimitStore::default())),
+            ),
             uploads,
         }
     }
@@ -69,9 +60,4 @@ impl TestServices {
     pub fn uploads(&self) -> &Path {
         self.uploads.path()
     }
-}
-
-/// The three repositories of a PostgreSQL store.
-pub(crate) fn postgres_repositories(store: &PostgresStore) -> Repositories {
-    Repositories::new(store.items(), store.products(), store.users())
 }

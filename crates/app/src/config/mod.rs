@@ -1,14 +1,17 @@
 //! Configuration (C1): every setting is a flag and an environment variable,
 //! the flag wins. An invalid value stops the process with exit status 2 and
-//! one line on stderr naming the setting.
+//! one line on stderr naming the setting. The settings come in groups, one
+//! per thing they configure: [`ServerConfig`], [`StoreConfig`],
+//! [`LimiterConfig`], [`UploadsConfig`], [`AdminConfig`].
+
+mod groups;
 
 use std::ffi::OsString;
-use std::net::{IpAddr, Ipv4Addr};
-use std::path::PathBuf;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use items_domain::defaults;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+
+pub use groups::{AdminConfig, LimiterConfig, LogFormat, ServerConfig, StoreConfig, UploadsConfig};
 
 /// A JSON-over-HTTP service for items, products and users. Every setting is
 /// a flag or an environment variable; the flag wins.
@@ -19,73 +22,25 @@ pub struct Config {
     #[command(subcommand)]
     pub command: Option<Command>,
 
-    /// TCP port to listen on.
-    #[arg(long, env = "PORT", default_value_t = defaults::PORT)]
-    pub port: u16,
+    /// The public listener.
+    #[command(flatten)]
+    pub server: ServerConfig,
 
-    /// Address to bind (an IP address, or `localhost`).
-    #[arg(long, env = "HOST", default_value_t = defaults::HOST, value_parser = parse_host)]
-    pub host: IpAddr,
+    /// Where the collections are kept.
+    #[command(flatten)]
+    pub store: StoreConfig,
 
-    /// PostgreSQL URL (`postgres://…`); unset keeps everything in memory.
-    #[arg(long, env = "DATABASE_URL", value_parser = parse_database_url)]
-    pub database_url: Option<String>,
+    /// Rate limiting (C9).
+    #[command(flatten)]
+    pub limiter: LimiterConfig,
 
-    /// Directory where uploads are stored; created at start if missing.
-    #[arg(long, env = "UPLOADS_DIR", default_value = defaults::UPLOADS_DIR)]
-    pub uploads_dir: PathBuf,
+    /// Uploaded files (C4, C5).
+    #[command(flatten)]
+    pub uploads: UploadsConfig,
 
-    /// Requests per client per window; 0 turns rate limiting off.
-    #[arg(long, env = "RATE_LIMIT_MAX", default_value_t = defaults::RATE_LIMIT_MAX)]
-    pub rate_limit_max: u32,
-
-    /// The rate-limit window in milliseconds.
-    #[arg(long, env = "RATE_LIMIT_WINDOW_MS", default_value_t = defaults::RATE_LIMIT_WINDOW_MS,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub rate_limit_window_ms: u64,
-
-    /// How many proxies of yours stand in front: `false`/`0` none, `true` =
-    /// 1, or a number N; the client is then the Nth address from the right of
-    /// `X-Forwarded-For` (or `Forwarded: for=`).
-    #[arg(long, env = "TRUST_PROXY", default_value_t = defaults::TRUST_PROXY, num_args = 0..=1,
-          default_missing_value = "true", value_parser = parse_trust_proxy)]
-    pub trust_proxy: u32,
-
-    /// Redis URL (`redis://…`): rate-limit budgets shared by every instance
-    /// using it; unset: budgets live in this process.
-    #[arg(long, env = "REDIS_URL", value_parser = parse_redis_url)]
-    pub redis_url: Option<String>,
-
-    /// Largest single uploaded file, in bytes.
-    #[arg(long, env = "MAX_FILE_BYTES", default_value_t = defaults::MAX_FILE_BYTES,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_file_bytes: u64,
-
-    /// Largest JSON or form body, in bytes.
-    #[arg(long, env = "MAX_JSON_BYTES", default_value_t = defaults::MAX_JSON_BYTES,
-          value_parser = clap::value_parser!(u64).range(1..=1_073_741_824))]
-    pub max_json_bytes: u64,
-
-    /// PostgreSQL connections per instance (1–1000).
-    #[arg(long, env = "DATABASE_POOL_SIZE", default_value_t = defaults::DATABASE_POOL_SIZE,
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub database_pool_size: u32,
-
-    /// Port of the admin listener (`/livez`, `/readyz`, `/metrics`) on HOST;
-    /// unset: no admin listener (C11).
-    #[arg(long, env = "ADMIN_PORT")]
-    pub admin_port: Option<u16>,
-
-    /// With an admin listener: how long, after SIGINT/SIGTERM, `/readyz`
-    /// answers 503 while requests are still served, so a load balancer
-    /// stops sending before the server drains.
-    #[arg(long, env = "SHUTDOWN_DRAIN_MS", default_value_t = defaults::SHUTDOWN_DRAIN_MS,
-          value_parser = clap::value_parser!(u64).range(0..=60_000))]
-    pub shutdown_drain_ms: u64,
-
-    /// Log format: one line per request; the level comes from `RUST_LOG`.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value = defaults::LOG_FORMAT)]
-    pub log_format: LogFormat,
+    /// The admin listener (C11).
+    #[command(flatten)]
+    pub admin: AdminConfig,
 }
 
 /// The subcommands: things the binary does instead of serving.
@@ -93,62 +48,6 @@ pub struct Config {
 pub enum Command {
     /// Print the OpenAPI document and exit.
     Openapi,
-}
-
-/// How log lines are written (`LOG_FORMAT`): as text or as one JSON object
-/// per line.
-// Doc comments on the variants would become `--help` text, replacing the
-// one-line `[possible values: text, json]`.
-#[allow(missing_docs)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-fn parse_host(raw: &str) -> Result<IpAddr, String> {
-    if raw.eq_ignore_ascii_case("localhost") {
-        return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
-    }
-    raw.parse()
-        .map_err(|_| "must be an IP address or `localhost`".to_owned())
-}
-
-/// `TRUST_PROXY`: a boolean (`true` is one proxy) or a hop count.
-fn parse_trust_proxy(raw: &str) -> Result<u32, String> {
-    match raw.to_ascii_lowercase().as_str() {
-        "false" => Ok(0),
-        "true" => Ok(1),
-        number => number
-            .parse()
-            .map_err(|_| "must be `false`, `true` or a number of proxies".to_owned()),
-    }
-}
-
-fn parse_redis_url(raw: &str) -> Result<String, String> {
-    url_with_scheme(raw, ["redis", "rediss"])
-}
-
-fn parse_database_url(raw: &str) -> Result<String, String> {
-    url_with_scheme(raw, ["postgres", "postgresql"])
-}
-
-/// `raw` when it starts with `<scheme>://` for one of `schemes` (in any case)
-/// and names something after it; otherwise the rule it broke.
-fn url_with_scheme(raw: &str, schemes: [&str; 2]) -> Result<String, String> {
-    let rest = schemes.iter().find_map(|scheme| {
-        let prefix = format!("{scheme}://");
-        raw.get(..prefix.len())
-            .filter(|start| start.eq_ignore_ascii_case(&prefix))
-            .map(|_| &raw[prefix.len()..])
-    });
-    match rest {
-        Some(rest) if !rest.is_empty() => Ok(raw.to_owned()),
-        _ => Err(format!(
-            "must be a {}:// or {}:// URL",
-            schemes[0], schemes[1]
-        )),
-    }
 }
 
 /// What to do instead of running, when the command line says so.
@@ -242,6 +141,9 @@ use std::error::Error as _;
 
 #[cfg(test)]
 mod tests {
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::path::PathBuf;
+
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Config, Early> {
@@ -264,20 +166,20 @@ mod tests {
     #[test]
     fn defaults_follow_the_c1_table() {
         let config = parse(&[]).unwrap();
-        assert_eq!(config.port, 3000);
-        assert_eq!(config.host, IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-        assert_eq!(config.database_url, None);
-        assert_eq!(config.uploads_dir, PathBuf::from("uploads"));
-        assert_eq!(config.rate_limit_max, 100);
-        assert_eq!(config.rate_limit_window_ms, 900_000);
-        assert_eq!(config.trust_proxy, 0);
-        assert_eq!(config.redis_url, None);
-        assert_eq!(config.max_file_bytes, 10_485_760);
-        assert_eq!(config.max_json_bytes, 102_400);
-        assert_eq!(config.log_format, LogFormat::Text);
-        assert_eq!(config.database_pool_size, 10);
-        assert_eq!(config.admin_port, None);
-        assert_eq!(config.shutdown_drain_ms, 5000);
+        assert_eq!(config.server.port, 3000);
+        assert_eq!(config.server.host, IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        assert_eq!(config.store.database_url, None);
+        assert_eq!(config.uploads.uploads_dir, PathBuf::from("uploads"));
+        assert_eq!(config.limiter.rate_limit_max, 100);
+        assert_eq!(config.limiter.rate_limit_window_ms, 900_000);
+        assert_eq!(config.limiter.trust_proxy, 0);
+        assert_eq!(config.limiter.redis_url, None);
+        assert_eq!(config.uploads.max_file_bytes, 10_485_760);
+        assert_eq!(config.server.max_json_bytes, 102_400);
+        assert_eq!(config.server.log_format, LogFormat::Text);
+        assert_eq!(config.store.database_pool_size, 10);
+        assert_eq!(config.admin.admin_port, None);
+        assert_eq!(config.admin.shutdown_drain_ms, 5000);
     }
 
     #[test]
@@ -285,12 +187,14 @@ mod tests {
         assert_eq!(
             parse(&["--database-pool-size", "1"])
                 .unwrap()
+                .store
                 .database_pool_size,
             1
         );
         assert_eq!(
             parse(&["--database-pool-size=1000"])
                 .unwrap()
+                .store
                 .database_pool_size,
             1000
         );
@@ -299,7 +203,7 @@ mod tests {
     #[test]
     fn the_admin_port_is_off_unless_set_c11() {
         assert_eq!(
-            parse(&["--admin-port", "9090"]).unwrap().admin_port,
+            parse(&["--admin-port", "9090"]).unwrap().admin.admin_port,
             Some(9090)
         );
     }
@@ -335,7 +239,7 @@ mod tests {
 
     #[test]
     fn trust_proxy_is_a_flag_a_boolean_or_a_hop_count_c1() {
-        let hops = |args: &[&str]| parse(args).unwrap().trust_proxy;
+        let hops = |args: &[&str]| parse(args).unwrap().limiter.trust_proxy;
         assert_eq!(hops(&["--trust-proxy"]), 1);
         assert_eq!(hops(&["--trust-proxy=true"]), 1);
         assert_eq!(hops(&["--trust-proxy=TRUE"]), 1);
@@ -348,6 +252,7 @@ mod tests {
     fn redis_urls_must_be_redis_c1() {
         let url = parse(&["--redis-url", "redis://127.0.0.1:6379/0"])
             .unwrap()
+            .limiter
             .redis_url;
         assert_eq!(url.as_deref(), Some("redis://127.0.0.1:6379/0"));
     }
@@ -383,7 +288,7 @@ mod tests {
     fn database_urls_must_be_postgres_c1() {
         let config = parse(&["--database-url", "postgresql://localhost/test"]).unwrap();
         assert_eq!(
-            config.database_url.as_deref(),
+            config.store.database_url.as_deref(),
             Some("postgresql://localhost/test")
         );
         assert!(parse(&["--database-url", "postgres://u@h:5432/db"]).is_ok());
@@ -395,16 +300,16 @@ mod tests {
     fn flags_alone_give_a_configuration_with_the_other_settings_at_their_defaults_c1() {
         let config = Config::from_flags(["--port", "0", "--admin-port", "0"]).unwrap();
 
-        assert_eq!(config.port, 0);
-        assert_eq!(config.admin_port, Some(0));
-        assert_eq!(config.rate_limit_max, 100);
+        assert_eq!(config.server.port, 0);
+        assert_eq!(config.admin.admin_port, Some(0));
+        assert_eq!(config.limiter.rate_limit_max, 100);
         assert!(Config::from_flags(["--port", "http"]).is_err());
     }
 
     #[test]
     fn localhost_is_accepted_as_a_host() {
         assert_eq!(
-            parse(&["--host", "localhost"]).unwrap().host,
+            parse(&["--host", "localhost"]).unwrap().server.host,
             IpAddr::V4(Ipv4Addr::LOCALHOST)
         );
     }

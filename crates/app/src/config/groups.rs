@@ -1,0 +1,213 @@
+//! The settings, grouped by what they configure: the public server, the
+//! store, the rate limiter, the uploads and the admin listener (C1). Each
+//! value is checked and converted by its parser, once; the adapters'
+//! settings are built from a group here (`From<&…Config>`), nowhere else.
+//!
+//! A new setting goes into the group it configures, with its flag, its
+//! environment variable and its default; its `--help` line lands under that
+//! group's heading.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::builder::TypedValueParser as _;
+use clap::{Args, ValueEnum};
+use items_adapters::http::{BodyLimits, RateLimitSettings, UploadLimits};
+use items_adapters::postgres::DEFAULT_POOL_SIZE;
+use items_domain::defaults as limits;
+
+use crate::defaults;
+
+/// The public listener: where it binds, what bodies it accepts, how it logs.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Server")]
+pub struct ServerConfig {
+    /// TCP port to listen on.
+    #[arg(long, env = "PORT", default_value_t = defaults::PORT)]
+    pub port: u16,
+
+    /// Address to bind (an IP address, or `localhost`).
+    #[arg(long, env = "HOST", default_value_t = defaults::HOST, value_parser = parse_host)]
+    pub host: IpAddr,
+
+    /// Largest JSON or form body, in bytes.
+    #[arg(long, env = "MAX_JSON_BYTES", default_value_t = limits::MAX_JSON_BYTES as usize,
+          value_parser = clap::value_parser!(u64).range(1..=1_073_741_824).try_map(usize::try_from))]
+    pub max_json_bytes: usize,
+
+    /// Log format: one line per request; the level comes from `RUST_LOG`.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value = defaults::LOG_FORMAT)]
+    pub log_format: LogFormat,
+}
+
+impl ServerConfig {
+    /// The address of the public listener.
+    pub fn address(&self) -> SocketAddr {
+        SocketAddr::new(self.host, self.port)
+    }
+}
+
+impl From<&ServerConfig> for BodyLimits {
+    fn from(server: &ServerConfig) -> Self {
+        Self {
+            max_bytes: server.max_json_bytes,
+            ..Self::default()
+        }
+    }
+}
+
+/// How log lines are written (`LOG_FORMAT`): as text or as one JSON object
+/// per line.
+// Doc comments on the variants would become `--help` text, replacing the
+// one-line `[possible values: text, json]`.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Where items, products and users are kept: in this process unless a
+/// database is named.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Store")]
+pub struct StoreConfig {
+    /// PostgreSQL URL (`postgres://…`); unset keeps everything in memory.
+    #[arg(long, env = "DATABASE_URL", value_parser = parse_database_url)]
+    pub database_url: Option<String>,
+
+    /// PostgreSQL connections per instance (1–1000).
+    #[arg(long, env = "DATABASE_POOL_SIZE", default_value_t = DEFAULT_POOL_SIZE,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub database_pool_size: u32,
+}
+
+/// Rate limiting (C9): the budget, who the client is, where budgets live.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Rate limiting")]
+pub struct LimiterConfig {
+    /// Requests per client per window; 0 turns rate limiting off.
+    #[arg(long, env = "RATE_LIMIT_MAX", default_value_t = limits::RATE_LIMIT_MAX)]
+    pub rate_limit_max: u32,
+
+    /// The rate-limit window in milliseconds.
+    #[arg(long, env = "RATE_LIMIT_WINDOW_MS", default_value_t = limits::RATE_LIMIT_WINDOW_MS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub rate_limit_window_ms: u64,
+
+    /// How many proxies of yours stand in front: `false`/`0` none, `true` =
+    /// 1, or a number N; the client is then the Nth address from the right of
+    /// `X-Forwarded-For` (or `Forwarded: for=`).
+    #[arg(long, env = "TRUST_PROXY", default_value_t = limits::TRUST_PROXY, num_args = 0..=1,
+          default_missing_value = "true", value_parser = parse_trust_proxy)]
+    pub trust_proxy: u32,
+
+    /// Redis URL (`redis://…`): rate-limit budgets shared by every instance
+    /// using it; unset: budgets live in this process.
+    #[arg(long, env = "REDIS_URL", value_parser = parse_redis_url)]
+    pub redis_url: Option<String>,
+}
+
+impl From<&LimiterConfig> for RateLimitSettings {
+    fn from(limiter: &LimiterConfig) -> Self {
+        Self {
+            max: NonZeroU32::new(limiter.rate_limit_max),
+            window: Duration::from_millis(limiter.rate_limit_window_ms),
+            trust_proxy: limiter.trust_proxy,
+        }
+    }
+}
+
+/// Uploaded files (C4, C5): where they are kept and how large one may be.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Uploads")]
+pub struct UploadsConfig {
+    /// Directory where uploads are stored; created at start if missing.
+    #[arg(long, env = "UPLOADS_DIR", default_value = defaults::UPLOADS_DIR)]
+    pub uploads_dir: PathBuf,
+
+    /// Largest single uploaded file, in bytes.
+    #[arg(long, env = "MAX_FILE_BYTES", default_value_t = limits::MAX_FILE_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_file_bytes: u64,
+}
+
+impl From<&UploadsConfig> for UploadLimits {
+    fn from(uploads: &UploadsConfig) -> Self {
+        Self {
+            max_file_bytes: uploads.max_file_bytes,
+            ..Self::default()
+        }
+    }
+}
+
+/// The admin listener (C11) and the graceful stop it announces.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Admin")]
+pub struct AdminConfig {
+    /// Port of the admin listener (`/livez`, `/readyz`, `/metrics`) on HOST;
+    /// unset: no admin listener (C11).
+    #[arg(long, env = "ADMIN_PORT")]
+    pub admin_port: Option<u16>,
+
+    /// With an admin listener: how long, after SIGINT/SIGTERM, `/readyz`
+    /// answers 503 while requests are still served, so a load balancer
+    /// stops sending before the server drains.
+    #[arg(long, env = "SHUTDOWN_DRAIN_MS", default_value_t = defaults::SHUTDOWN_DRAIN_MS,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub shutdown_drain_ms: u64,
+}
+
+impl AdminConfig {
+    /// How long `/readyz` says 503 before the server drains.
+    pub fn drain(&self) -> Duration {
+        Duration::from_millis(self.shutdown_drain_ms)
+    }
+}
+
+fn parse_host(raw: &str) -> Result<IpAddr, String> {
+    if raw.eq_ignore_ascii_case("localhost") {
+        return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    }
+    raw.parse()
+        .map_err(|_| "must be an IP address or `localhost`".to_owned())
+}
+
+/// `TRUST_PROXY`: a boolean (`true` is one proxy) or a hop count.
+fn parse_trust_proxy(raw: &str) -> Result<u32, String> {
+    match raw.to_ascii_lowercase().as_str() {
+        "false" => Ok(0),
+        "true" => Ok(1),
+        number => number
+            .parse()
+            .map_err(|_| "must be `false`, `true` or a number of proxies".to_owned()),
+    }
+}
+
+fn parse_redis_url(raw: &str) -> Result<String, String> {
+    url_with_scheme(raw, ["redis", "rediss"])
+}
+
+fn parse_database_url(raw: &str) -> Result<String, String> {
+    url_with_scheme(raw, ["postgres", "postgresql"])
+}
+
+/// `raw` when it starts with `<scheme>://` for one of `schemes` (in any case)
+/// and names something after it; otherwise the rule it broke.
+fn url_with_scheme(raw: &str, schemes: [&str; 2]) -> Result<String, String> {
+    let rest = schemes.iter().find_map(|scheme| {
+        let prefix = format!("{scheme}://");
+        raw.get(..prefix.len())
+            .filter(|start| start.eq_ignore_ascii_case(&prefix))
+            .map(|_| &raw[prefix.len()..])
+    });
+    match rest {
+        Some(rest) if !rest.is_empty() => Ok(raw.to_owned()),
+        _ => Err(format!(
+            "must be a {}:// or {}:// URL",
+            schemes[0], schemes[1]
+        )),
+    }
+}
