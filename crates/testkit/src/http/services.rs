@@ -10,6 +10,7 @@ use items_adapters::memory::{
     InMemoryUserRepository,
 };
 use items_adapters::postgres::PostgresStore;
+use items_adapters::sqlite::SqliteStore;
 use items_domain::{ItemService, ProductService, RateLimiter, UploadService, UserService};
 use tempfile::TempDir;
 
@@ -37,6 +38,15 @@ impl TestServices {
     /// Over the repositories of a PostgreSQL store.
     pub fn postgres(store: &PostgresStore) -> Self {
         Self::over(postgres_repositories(store))
+    }
+
+    /// Over the repositories of a SQLite store.
+    pub fn sqlite(store: &SqliteStore) -> Self {
+        Self::over(Repositories::new(
+            store.items(),
+            store.products(),
+            store.users(),
+        ))
     }
 
     /// Over any repositories: another adapter's, or mocks that fail.
