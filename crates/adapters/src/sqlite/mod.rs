@@ -24,9 +24,10 @@
 //! # Group commit
 //!
 //! The flush a durable commit costs is paid once per transaction, not per
-//! row: a file on this kind of machine commits about 5,500 single-row
-//! transactions a second but about 150,000 rows a second in transactions of
-//! 32 (`bench/sqlite_commit.py`). So writes are queued ([`crate::batch`]),
+//! row: transactions of 32 rows commit about as many times a second as
+//! transactions of one (`bench/sqlite_commit.py`: about 5,500 commits/s
+//! and 150,000 rows/s on a quiet machine of this kind; on a busy shared
+//! disk 140–245 commits/s either way). So writes are queued ([`crate::batch`]),
 //! and the writer applies every write queued while its previous commit ran
 //! in one transaction, then answers each caller — only after the commit
 //! returned. A lone write is committed at once; no timer delays it. When a
