@@ -77,10 +77,10 @@ pub(super) async fn run(
 
 /// Applies one batch in one transaction and answers each of its requests.
 async fn apply(connection: &mut SqliteConnection, batch: Batch<Write, Reply>, counters: &Counters) {
-    metrics::histogram!(WRITES_PER_COMMIT).record(batch.len() as f64);
     match transaction(connection, batch.work()).await {
         Ok(written) => {
             counters.commits.fetch_add(1, Ordering::Relaxed);
+            metrics::histogram!(WRITES_PER_COMMIT).record(batch.len() as f64);
             batch.answer(written.into_iter().map(Ok));
         }
         Err(error) => {

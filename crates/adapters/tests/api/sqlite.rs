@@ -20,7 +20,7 @@ struct SqliteApp {
 
 impl SqliteApp {
     async fn spawn() -> Self {
-        let directory = tempfile::tempdir().unwrap();
+        let directory = tempfile::tempdir().expect("a temporary directory");
         let store = open(directory.path().join("items.db")).await;
         let app = TestApp::spawn(TestServices::sqlite(&store)).await;
         Self {
@@ -58,7 +58,7 @@ impl SqliteApp {
 async fn open(path: PathBuf) -> SqliteStore {
     SqliteStore::open(path, SqliteSettings::default())
         .await
-        .unwrap()
+        .expect("the SQLite file opens")
 }
 
 #[tokio::test]

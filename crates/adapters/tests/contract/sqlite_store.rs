@@ -21,7 +21,7 @@ use sqlx::{ConnectOptions, Connection, Executor, SqliteConnection};
 use super::sqlite_file::SqliteFile;
 
 fn name(raw: &str) -> Name {
-    Name::parse(raw).unwrap()
+    Name::parse(raw).expect("a valid name")
 }
 
 /// A connection of the test's own to the store's file.
@@ -30,13 +30,16 @@ async fn connect(path: &Path) -> SqliteConnection {
         .filename(path)
         .connect()
         .await
-        .unwrap()
+        .expect("the test's own connection opens")
 }
 
 /// A connection holding the file's write lock until it commits.
 async fn hold_write_lock(path: &Path) -> SqliteConnection {
     let mut connection = connect(path).await;
-    connection.execute("BEGIN IMMEDIATE").await.unwrap();
+    connection
+        .execute("BEGIN IMMEDIATE")
+        .await
+        .expect("the write lock is free");
     connection
 }
 
