@@ -75,6 +75,23 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations_sqli
 pub const WRITER_QUEUE_DEPTH: &str = "sqlite_writer_queue_depth";
 /// How many writes each commit held (a histogram, one sample per commit).
 pub const WRITES_PER_COMMIT: &str = "sqlite_writes_per_commit";
+/// Buckets for [`WRITES_PER_COMMIT`]: powers of two up to the default
+/// queue (a recorder without buckets renders a summary instead).
+pub const WRITES_PER_COMMIT_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
+
+/// Describes the store's metrics to the installed recorder.
+pub fn describe_metrics() {
+    metrics::describe_gauge!(
+        WRITER_QUEUE_DEPTH,
+        "Writes waiting for the SQLite writer task."
+    );
+    metrics::describe_histogram!(
+        WRITES_PER_COMMIT,
+        "Writes the SQLite writer committed in one transaction (group commit)."
+    );
+}
 
 /// How the store is opened; [`SqliteSettings::default`] suits the service.
 #[derive(Debug, Clone)]

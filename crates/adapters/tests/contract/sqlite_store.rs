@@ -12,8 +12,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use futures_util::TryStreamExt;
-use items_adapters::sqlite::{OpenError, SqliteSettings, SqliteStore};
-use items_domain::{Id, Item, ItemRepository, Name, Price, ProductRepository, RepositoryError};
+use items_adapters::sqlite::{
+    OpenError, SqliteSettings, SqliteStore, WRITES_PER_COMMIT, WRITES_PER_COMMIT_BUCKETS,
+    describe_metrics,
+};
+use items_domain::{
+    HealthCheck, Id, Item, ItemRepository, Name, Price, ProductRepository, RepositoryError,
+};
 use items_testkit::Fixture;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection, Executor, SqliteConnection};
@@ -240,6 +245,53 @@ async fn concurrent_writers_and_readers_never_see_a_busy_file_c12() {
     assert_eq!(page.total, 8 * 26);
     assert_eq!(page.items.len(), 8 * 26);
     other.close().await;
+    file.teardown().await;
+}
+
+#[tokio::test]
+async fn the_store_answers_its_health_check_until_it_is_closed_c11() {
+    let file = SqliteFile::create().await;
+    assert!(file.store.ping().await.is_ok());
+
+    file.store.close().await;
+
+    assert!(file.store.ping().await.is_err());
+    assert!(matches!(
+        file.store.items().create(name("late")).await,
+        Err(RepositoryError::Unavailable(_))
+    ));
+    file.teardown().await;
+}
+
+/// The writer's metrics reach the process's recorder (C11): the queue depth
+/// at scrape time, and one writes-per-commit sample per commit. Other tests
+/// of this binary commit too, so the count is a lower bound.
+#[tokio::test]
+async fn the_writer_publishes_its_queue_depth_and_writes_per_commit_c11() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Full(WRITES_PER_COMMIT.to_owned()),
+            WRITES_PER_COMMIT_BUCKETS,
+        )
+        .unwrap()
+        .install_recorder()
+        .unwrap();
+    describe_metrics();
+    let file = SqliteFile::create().await;
+    for raw in ["a", "b", "c"] {
+        file.store.items().create(name(raw)).await.unwrap();
+    }
+
+    file.store.record_writer_metrics();
+    let text = recorder.render();
+
+    assert!(text.contains("sqlite_writer_queue_depth 0"), "{text}");
+    let singles: u64 = text
+        .lines()
+        .find_map(|line| line.strip_prefix("sqlite_writes_per_commit_bucket{le=\"1\"} "))
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no single-write bucket in {text}"));
+    assert!(singles >= 3, "{text}");
     file.teardown().await;
 }
 
