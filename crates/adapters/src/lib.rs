@@ -3,16 +3,20 @@
 //!
 //! - [`memory`]: driven adapter, in-memory repositories (the default store);
 //! - [`postgres`]: driven adapter, PostgreSQL repositories (`DATABASE_URL`);
+//! - [`sqlite`]: driven adapter, SQLite repositories in one local file;
 //! - [`redis`]: driven adapter, rate-limit budgets shared in Redis (`REDIS_URL`);
 //! - [`disk`]: driven adapter, the local-disk upload store;
 //! - [`http`]: driving adapter, the actix-web HTTP edge and the admin listener.
 //!
 //! Beside them: [`report`], the one way errors are written out with their
-//! causes. Test fixtures live in `items-testkit`, never here.
+//! causes, and [`batch`], the group-commit queue a store's writer drains.
+//! Test fixtures live in `items-testkit`, never here.
 
+pub mod batch;
 pub mod disk;
 pub mod http;
 pub mod memory;
 pub mod postgres;
 pub mod redis;
 pub mod report;
+pub mod sqlite;

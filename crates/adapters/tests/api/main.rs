@@ -19,4 +19,5 @@ mod products_and_users;
 mod rate_limit;
 mod rate_limit_redis;
 mod reverse_proxy;
+mod sqlite;
 mod uploads;

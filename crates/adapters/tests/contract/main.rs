@@ -1,7 +1,8 @@
 //! The port contracts of the kit (`items_testkit`), run against this
 //! crate's adapters exactly as an outside adapter runs them: one line each.
 //! PostgreSQL runs on the server of `TEST_DATABASE_URL` (the local one by
-//! default), each test on a scratch database of its own.
+//! default), each test on a scratch database of its own; SQLite on a fresh
+//! file per test (`sqlite_store` holds the store's own promises besides).
 
 use items_adapters::memory::{
     InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
@@ -9,8 +10,11 @@ use items_adapters::memory::{
 use items_testkit::Repositories;
 use items_testkit::postgres::ScratchStore;
 
+mod sqlite_file;
+mod sqlite_store;
 mod upload_directory;
 
+use sqlite_file::SqliteFile;
 use upload_directory::UploadDirectory;
 
 fn in_memory() -> Repositories {
@@ -23,4 +27,5 @@ fn in_memory() -> Repositories {
 
 items_testkit::contract_tests!(repositories in_memory = in_memory());
 items_testkit::contract_tests!(repositories postgres = ScratchStore::create().await);
+items_testkit::contract_tests!(repositories sqlite = SqliteFile::create().await);
 items_testkit::contract_tests!(upload_store disk = UploadDirectory::open());

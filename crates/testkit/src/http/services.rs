@@ -7,6 +7,7 @@ use items_adapters::disk::DiskUploadStore;
 use items_adapters::http::Services;
 use items_adapters::memory::{self, InMemoryRateLimitStore};
 use items_adapters::postgres::PostgresStore;
+use items_adapters::sqlite::SqliteStore;
 use items_domain::RateLimiter;
 use tempfile::TempDir;
 
@@ -29,6 +30,11 @@ impl TestServices {
 
     /// Over the repositories of a PostgreSQL store.
     pub fn postgres(store: &PostgresStore) -> Self {
+        Self::over(store.repositories())
+    }
+
+    /// Over the repositories of a SQLite store.
+    pub fn sqlite(store: &SqliteStore) -> Self {
         Self::over(store.repositories())
     }
 

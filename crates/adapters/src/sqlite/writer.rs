@@ -1,0 +1,199 @@
+//! The writer task: the one connection that writes, applying the queued
+//! writes a batch per transaction (see [`crate::batch`]).
+//!
+//! Each batch runs between `BEGIN IMMEDIATE` and `COMMIT`. `IMMEDIATE` takes
+//! the file's write lock at the start, waiting up to the busy timeout for
+//! another process that holds it, instead of failing half-way with
+//! `SQLITE_BUSY_SNAPSHOT` as a deferred transaction that reads before it
+//! writes can. Every caller is answered only after `COMMIT` returned: with
+//! `synchronous=FULL` the batch is then on disk. When any statement or the
+//! commit fails, the batch is rolled back and every request in it is
+//! answered [`RepositoryError::Unavailable`]: none of them is stored, and
+//! telling a bad write from its innocent neighbours is not worth a second
+//! attempt for a failure that is the disk's or the lock's, not a request's.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use items_domain::{Id, Item, Name, Price, Product, Replaced, RepositoryError};
+use sqlx::{Executor as _, SqliteConnection};
+use tokio::sync::oneshot;
+
+use crate::batch::{Batch, Batches};
+
+use super::WRITES_PER_COMMIT;
+
+/// One write a repository asks for.
+#[derive(Debug)]
+pub(super) enum Write {
+    CreateItem(Name),
+    ReplaceItem { item: Item, expected: Option<Name> },
+    DeleteItem(Id),
+    CreateProduct(Name, Price),
+}
+
+/// What a write did, once committed.
+#[derive(Debug)]
+pub(super) enum Written {
+    Item(Item),
+    Replaced(Replaced),
+    Deleted(bool),
+    Product(Product),
+}
+
+/// The answer a caller gets.
+pub(super) type Reply = Result<Written, RepositoryError>;
+
+/// Counts the writer keeps, for tests and operators.
+#[derive(Debug, Default)]
+pub(super) struct Counters {
+    /// Transactions committed.
+    pub(super) commits: AtomicU64,
+}
+
+/// Runs until the queue is closed and drained or `stop` fires; then closes
+/// the queue, answers what is still in it, and closes the connection.
+pub(super) async fn run(
+    mut connection: SqliteConnection,
+    mut batches: Batches<Write, Reply>,
+    mut stop: oneshot::Receiver<()>,
+    counters: Arc<Counters>,
+) {
+    let mut stopping = false;
+    loop {
+        let batch = tokio::select! {
+            batch = batches.next() => batch,
+            _ = &mut stop, if !stopping => {
+                stopping = true;
+                batches.close();
+                continue;
+            }
+        };
+        let Some(batch) = batch else { break };
+        apply(&mut connection, batch, &counters).await;
+    }
+    let _ = sqlx::Connection::close(connection).await;
+}
+
+/// Applies one batch in one transaction and answers each of its requests.
+async fn apply(connection: &mut SqliteConnection, batch: Batch<Write, Reply>, counters: &Counters) {
+    match transaction(connection, batch.work()).await {
+        Ok(written) => {
+            counters.commits.fetch_add(1, Ordering::Relaxed);
+            metrics::histogram!(WRITES_PER_COMMIT).record(batch.len() as f64);
+            batch.answer(written.into_iter().map(Ok));
+        }
+        Err(error) => {
+            // Ends the transaction if the failure left it open; without one
+            // SQLite says so, which changes nothing.
+            let _ = connection.execute("ROLLBACK").await;
+            tracing::error!(
+                error = %error,
+                writes = batch.len(),
+                "a SQLite write batch failed; none of it was stored"
+            );
+            let cause = Arc::new(error);
+            batch.answer_each(|_| Err(RepositoryError::unavailable(Arc::clone(&cause))));
+        }
+    }
+}
+
+/// `BEGIN IMMEDIATE`, every write, `COMMIT`; the first failure stops it.
+async fn transaction<'a>(
+    connection: &mut SqliteConnection,
+    writes: impl Iterator<Item = &'a Write>,
+) -> Result<Vec<Written>, sqlx::Error> {
+    connection.execute("BEGIN IMMEDIATE").await?;
+    let mut written = Vec::new();
+    for write in writes {
+        written.push(one(connection, write).await?);
+    }
+    connection.execute("COMMIT").await?;
+    Ok(written)
+}
+
+/// One write, inside the batch's transaction.
+async fn one(connection: &mut SqliteConnection, write: &Write) -> Result<Written, sqlx::Error> {
+    Ok(match write {
+        Write::CreateItem(name) => {
+            let id: i64 = sqlx::query_scalar("insert into items (name) values (?1) returning id")
+                .bind(name.as_str().as_bytes())
+                .fetch_one(&mut *connection)
+                .await?;
+            Written::Item(Item {
+                id: Id::new(id),
+                name: name.clone(),
+            })
+        }
+        Write::ReplaceItem { item, expected } => {
+            Written::Replaced(replace(connection, item, expected.as_ref()).await?)
+        }
+        Write::DeleteItem(id) => {
+            let deleted = sqlx::query("delete from items where id = ?1")
+                .bind(id.get())
+                .execute(&mut *connection)
+                .await?
+                .rows_affected();
+            Written::Deleted(deleted > 0)
+        }
+        Write::CreateProduct(name, price) => {
+            let id: i64 = sqlx::query_scalar(
+                "insert into products (name, price) values (?1, ?2) returning id",
+            )
+            .bind(name.as_str().as_bytes())
+            .bind(price.get())
+            .fetch_one(&mut *connection)
+            .await?;
+            Written::Product(Product {
+                id: Id::new(id),
+                name: name.clone(),
+                price: *price,
+            })
+        }
+    })
+}
+
+/// A compare-and-swap in one statement: with `expected`, the `where` clause
+/// writes only over that name. When nothing changed, the same transaction
+/// tells a missing item from a changed one.
+async fn replace(
+    connection: &mut SqliteConnection,
+    item: &Item,
+    expected: Option<&Name>,
+) -> Result<Replaced, sqlx::Error> {
+    let id = item.id.get();
+    let new = item.name.as_str().as_bytes();
+    let updated = match expected {
+        None => {
+            sqlx::query("update items set name = ?2 where id = ?1")
+                .bind(id)
+                .bind(new)
+                .execute(&mut *connection)
+                .await?
+        }
+        Some(expected) => {
+            sqlx::query("update items set name = ?2 where id = ?1 and name = ?3")
+                .bind(id)
+                .bind(new)
+                .bind(expected.as_str().as_bytes())
+                .execute(&mut *connection)
+                .await?
+        }
+    }
+    .rows_affected();
+    if updated > 0 {
+        return Ok(Replaced::Yes);
+    }
+    if expected.is_none() {
+        return Ok(Replaced::NotFound);
+    }
+    let exists: bool = sqlx::query_scalar("select exists (select 1 from items where id = ?1)")
+        .bind(id)
+        .fetch_one(&mut *connection)
+        .await?;
+    Ok(if exists {
+        Replaced::Changed
+    } else {
+        Replaced::NotFound
+    })
+}
