@@ -1,3 +1,7 @@
+//! The use cases of the `items` collection ([`ItemService`]): list, read,
+//! create, replace (with an optional precondition, C7) and delete, with the
+//! error enums of the operations that can fail in more than one way.
+
 use std::sync::Arc;
 
 use crate::RepositoryError;

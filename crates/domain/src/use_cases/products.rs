@@ -1,3 +1,6 @@
+//! The use cases of the `products` collection ([`ProductService`]): list and
+//! create.
+
 use std::sync::Arc;
 
 use crate::RepositoryError;

@@ -1,3 +1,6 @@
+//! The use cases of the read-only `users` collection ([`UserService`]): list
+//! (C4).
+
 use std::sync::Arc;
 
 use crate::RepositoryError;
