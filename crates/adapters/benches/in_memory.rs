@@ -1,8 +1,9 @@
 //! The in-memory repository and the item use cases without a network in the
 //! way, so a regression in the store shows up on its own: get at up to
-//! 1,000,000 items, create, replace, list everything at 1,000 items (as one
-//! page and as the streamed full listing), and one keyset page deep into
-//! 100,000 items.
+//! 1,000,000 items, create, replace (alone and while a listing holds a
+//! snapshot), list everything at 1,000 items (as one page and as the
+//! streamed full listing), and one keyset page deep into 100,000 items; then
+//! get and create through the use cases.
 
 #![allow(clippy::unwrap_used, missing_docs)]
 

@@ -1,5 +1,7 @@
-//! `items-service`: parses the configuration (C1), builds the application
-//! (`items_app`) and runs it until SIGINT or SIGTERM.
+//! `items-service`, the binary: parses the configuration (C1), installs
+//! logging and the signal handlers, builds the application (`items_app`),
+//! runs it until SIGINT or SIGTERM and turns every outcome into an exit
+//! status; `items-service openapi` prints the OpenAPI document instead.
 
 use std::io::Write;
 use std::process::ExitCode;

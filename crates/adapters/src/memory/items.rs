@@ -1,3 +1,9 @@
+//! The in-memory item repository: items in 512-item chunks
+//! (`ItemChunks`, `item_chunks.rs`) behind one lock, with the id counter
+//! (C2) and the collection's version (C7); a page is copied out under the
+//! read lock, and a full listing streams from a snapshot taken under it
+//! (C10).
+
 use async_trait::async_trait;
 use items_domain::{
     Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Replaced,
@@ -9,7 +15,7 @@ use super::IdCounter;
 use super::item_chunks::ItemChunks;
 
 /// Items in memory. Names are `Arc<str>` inside [`Name`], so copying a page
-/// out of the map only bumps reference counts.
+/// out of the chunks only bumps reference counts.
 #[derive(Debug)]
 pub struct InMemoryItemRepository {
     state: RwLock<State>,

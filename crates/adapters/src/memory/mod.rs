@@ -1,12 +1,15 @@
-//! In-memory repositories: the default store, for one process.
+//! In-memory repositories and rate-limit budgets: the default store, for one
+//! process.
 //!
-//! Each repository keeps its rows in an ordered map keyed by id behind a
-//! `parking_lot::RwLock` (a `BTreeMap`; for items, chunks shared between
-//! copies, so a full listing can keep a snapshot): lookups, replaces and
-//! deletes by id are O(log n), a page of a listing is a range scan, and ids
-//! come out in order for free.
-//! `parking_lot` because its locks cannot be poisoned: a panic elsewhere must
-//! not turn every later request into an error.
+//! Items are kept in id order in 512-item chunks shared between copies
+//! (`item_chunks.rs`), so a full listing streams from a snapshot that costs
+//! one reference count per chunk; lookups, replaces and deletes by id are a
+//! binary search over the chunks, then within one, and a page is a seek and
+//! a scan. Products are a `BTreeMap` keyed by id; the two users are a fixed
+//! list. Ids come out in order for free. Items and products sit behind a
+//! `parking_lot::RwLock`, the rate-limit budgets (`rate_limit.rs`) behind
+//! sharded `parking_lot` mutexes: their locks cannot be poisoned, so a panic
+//! elsewhere does not turn every later request into an error.
 
 mod item_chunks;
 mod items;

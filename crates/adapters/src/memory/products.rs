@@ -1,3 +1,6 @@
+//! The in-memory product repository: a `BTreeMap` keyed by id behind one
+//! lock, with the same never-going-back id counter as items (C2).
+
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;

@@ -1,3 +1,6 @@
+//! The in-memory user repository: the two read-only users of C4, fixed at
+//! start.
+
 use async_trait::async_trait;
 use items_domain::{Id, RepositoryError, User, UserRepository};
 

@@ -1,3 +1,8 @@
+//! The PostgreSQL item repository: the `items` table, keyset pages with
+//! totals from the tally of migration 0002 (C10), the full listing in
+//! batches from one repeatable-read snapshot (C7, C10), and the conditional
+//! replace as one compare-and-swap `update` (C7).
+
 use async_trait::async_trait;
 use items_domain::{
     Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Replaced,

@@ -1,3 +1,6 @@
+//! The PostgreSQL product repository: the `products` table, listed in id
+//! order, ids from its identity column (C2).
+
 use async_trait::async_trait;
 use items_domain::{Id, Name, Price, Product, ProductRepository, RepositoryError};
 

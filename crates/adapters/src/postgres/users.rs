@@ -1,3 +1,6 @@
+//! The PostgreSQL user repository: the read-only `users` table, seeded by
+//! the first migration (C4).
+
 use async_trait::async_trait;
 use items_domain::{Id, RepositoryError, User, UserRepository};
 

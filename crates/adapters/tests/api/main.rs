@@ -1,6 +1,8 @@
-//! One integration-test binary for the HTTP adapter: every test starts a real
-//! server on port 0 and talks HTTP to it. `unwrap` is fine here: a panic is
-//! a failed test.
+//! One integration-test binary for the HTTP adapter: the tests start a real
+//! server on port 0 and talk HTTP to it (besides: the OpenAPI document
+//! against its committed copies, and the Redis rate-limit store's script
+//! against the domain's GCRA). `unwrap` is fine here: a panic is a failed
+//! test.
 
 #![allow(clippy::unwrap_used)]
 

@@ -18,8 +18,9 @@
 //! a Unix socket. No port is picked free and bound later, so nothing else
 //! can take one in between.
 //! haproxy must be installed (`scripts/install-test-deps.sh`, run by
-//! `scripts/test.sh`, installs it); without it the test is skipped, except
-//! under `CI=true`, where it fails.
+//! `scripts/test.sh`, installs it) and Redis must answer on 127.0.0.1:6379;
+//! without either the test fails and names what to install or start, it is
+//! never skipped.
 
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::os::fd::OwnedFd;
@@ -102,9 +103,9 @@ fn admin_port(listening: &Listening) -> u16 {
         .port()
 }
 
-/// The haproxy binary, or `None` (after saying so) when it is not installed;
-/// under `CI=true` a missing haproxy fails the test.
-fn haproxy() -> Option<String> {
+/// Where haproxy is installed; a missing haproxy fails the test, naming the
+/// package, since a skipped fleet test would look like a passed one.
+fn haproxy() -> String {
     let found = [
         "/usr/sbin/haproxy",
         "/usr/bin/haproxy",
@@ -112,14 +113,12 @@ fn haproxy() -> Option<String> {
     ]
     .into_iter()
     .find(|path| std::path::Path::new(path).exists());
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "haproxy must be installed in CI (apt-get install haproxy): the fleet test may not be skipped"
-        );
-        eprintln!("skipped: the fleet test needs haproxy (apt-get install haproxy)");
-    }
-    found.map(str::to_owned)
+    found
+        .expect(
+            "haproxy is not installed: the fleet test needs it \
+             (`bash scripts/install-test-deps.sh` or `apt-get install haproxy`)",
+        )
+        .to_owned()
 }
 
 /// Three instances, haproxy in front, and the settings to restart them with.
@@ -302,7 +301,7 @@ fn etag(response: &reqwest::Response) -> String {
 
 #[tokio::test]
 async fn a_fleet_behind_haproxy_is_one_service_and_a_rolling_restart_loses_no_request_c1_c11() {
-    let Some(haproxy) = haproxy() else { return };
+    let haproxy = haproxy();
     let url = test_database_url();
     let database = ScratchDatabase::create(&url).await.unwrap();
     let database_url = database.url();
@@ -491,21 +490,20 @@ async fn a_rolling_restart_under_load_answers_every_request(fleet: &mut Fleet) {
     assert!(failed.is_empty(), "lost or failed requests: {failed:?}");
 }
 
-/// Redis at 127.0.0.1:6379, or `None` (after saying so) when it does not
-/// answer; under `CI=true` a missing Redis fails the test.
-async fn redis() -> Option<SocketAddr> {
+/// Redis at 127.0.0.1:6379; one that does not answer fails the test, naming
+/// how to start it, since a skipped fleet test would look like a passed one.
+async fn redis() -> SocketAddr {
     let address = SocketAddr::from(([127, 0, 0, 1], 6379));
     let answers = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(address))
         .await
         .is_ok_and(|connected| connected.is_ok());
-    if !answers {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "Redis must answer on 127.0.0.1:6379 in CI: the fleet's rate-limit test may not be skipped"
-        );
-        eprintln!("skipped: the fleet's rate-limit test needs Redis on 127.0.0.1:6379");
-    }
-    answers.then_some(address)
+    assert!(
+        answers,
+        "Redis does not answer on 127.0.0.1:6379: the fleet's rate-limit test needs it \
+         (`apt-get install redis-server`, then \
+         `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no`)"
+    );
+    address
 }
 
 /// A client whose connections come from a loopback address of its own
@@ -553,9 +551,9 @@ fn count(statuses: &[u16], status: u16) -> usize {
 
 #[tokio::test]
 async fn one_client_gets_rate_limit_max_across_the_fleet_and_is_still_answered_without_redis_c9() {
-    let Some(haproxy) = haproxy() else { return };
+    let haproxy = haproxy();
     let url = test_database_url();
-    let Some(redis) = redis().await else { return };
+    let redis = redis().await;
     let proxy = TcpProxy::start(redis).await;
     let database = ScratchDatabase::create(&url).await.unwrap();
     let database_url = database.url();

@@ -1,8 +1,10 @@
 //! End-to-end tests of items-service: the application built through the
 //! library in this process where that is enough, and the `items-service`
 //! binary as a process for its signals, exit statuses, messages and log
-//! (C1), the item lifecycle over real HTTP, and the fleet. Every instance
-//! starts on port 0 and reports the ports it got.
+//! (C1), its admin listener (C11), the item lifecycle over real HTTP, CORS
+//! in a real browser (C8), a flood of idle connections, several instances on
+//! one database, and the fleet behind haproxy. Every instance starts on
+//! port 0 and reports the ports it got.
 
 #![allow(clippy::unwrap_used)]
 

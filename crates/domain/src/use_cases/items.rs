@@ -1,7 +1,12 @@
+//! The use cases of the `items` collection ([`ItemService`]): list, read,
+//! create, replace (with an optional precondition, C7) and delete, with the
+//! error enums of the operations that can fail in more than one way.
+
 use std::sync::Arc;
 
+use crate::RepositoryError;
 use crate::entities::{Item, ItemListing, ItemPage, ItemQuery};
-use crate::ports::{ItemRepository, Replaced, RepositoryError};
+use crate::ports::{ItemRepository, Replaced};
 use crate::values::{Id, Name};
 
 /// Why an item could not be read.
@@ -208,6 +213,23 @@ mod tests {
         RepositoryError::unavailable("connection refused")
     }
 
+    /// The store's own failure, passed on unchanged: the variant and the
+    /// cause [`unavailable`] gave.
+    fn is_the_stores_failure(error: &RepositoryError) -> bool {
+        matches!(error, RepositoryError::Unavailable(cause) if cause.to_string() == "connection refused")
+    }
+
+    /// Matches a replace of exactly `expected_item` with exactly
+    /// `expected_name` as the compare-and-swap's expected name.
+    fn replace_of(
+        expected_item: Item,
+        expected_name: Option<&'static str>,
+    ) -> impl Fn(&Item, &Option<Name>) -> bool {
+        move |item, expected| {
+            *item == expected_item && expected.as_ref().map(Name::as_str) == expected_name
+        }
+    }
+
     #[tokio::test]
     async fn list_all_returns_the_repository_listing_and_its_batches_c10() {
         let mut repository = MockItemRepository::new();
@@ -257,6 +279,7 @@ mod tests {
         repository
             .expect_get()
             .with(eq(Id::new(1)))
+            .times(1)
             .return_once(|_| Ok(Some(item(1, "a"))));
 
         assert_eq!(
@@ -268,7 +291,11 @@ mod tests {
     #[tokio::test]
     async fn get_of_an_unknown_id_is_not_found_spec_7() {
         let mut repository = MockItemRepository::new();
-        repository.expect_get().return_once(|_| Ok(None));
+        repository
+            .expect_get()
+            .with(eq(Id::new(9)))
+            .times(1)
+            .return_once(|_| Ok(None));
 
         let error = service(repository).get(Id::new(9)).await.unwrap_err();
         assert!(matches!(error, GetItemError::NotFound(id) if id == Id::new(9)));
@@ -277,10 +304,16 @@ mod tests {
     #[tokio::test]
     async fn get_reports_an_unavailable_store() {
         let mut repository = MockItemRepository::new();
-        repository.expect_get().return_once(|_| Err(unavailable()));
+        repository
+            .expect_get()
+            .with(eq(Id::new(1)))
+            .times(1)
+            .return_once(|_| Err(unavailable()));
 
         let error = service(repository).get(Id::new(1)).await.unwrap_err();
-        assert!(matches!(error, GetItemError::Unavailable(_)));
+        assert!(
+            matches!(error, GetItemError::Unavailable(ref cause) if is_the_stores_failure(cause))
+        );
     }
 
     #[tokio::test]
@@ -309,9 +342,7 @@ mod tests {
         repository.expect_get().never();
         repository
             .expect_replace()
-            .withf(|item, expected| {
-                item.id == Id::new(5) && item.name.as_str() == "b" && expected.is_none()
-            })
+            .withf(replace_of(item(5, "b"), None))
             .times(1)
             .return_once(|_, _| Ok(Replaced::Yes));
 
@@ -327,13 +358,15 @@ mod tests {
         let mut repository = MockItemRepository::new();
         repository
             .expect_replace()
+            .withf(replace_of(item(5, "b"), None))
+            .times(1)
             .return_once(|_, _| Ok(Replaced::NotFound));
 
         let error = service(repository)
             .replace(item(5, "b"), None)
             .await
             .unwrap_err();
-        assert!(matches!(error, ReplaceItemError::NotFound(_)));
+        assert!(matches!(error, ReplaceItemError::NotFound(id) if id == Id::new(5)));
     }
 
     #[tokio::test]
@@ -341,10 +374,12 @@ mod tests {
         let mut repository = MockItemRepository::new();
         repository
             .expect_get()
+            .with(eq(Id::new(5)))
+            .times(1)
             .return_once(|_| Ok(Some(item(5, "old"))));
         repository
             .expect_replace()
-            .withf(|_, expected| expected.as_ref().map(Name::as_str) == Some("old"))
+            .withf(replace_of(item(5, "new"), Some("old")))
             .times(1)
             .return_once(|_, _| Ok(Replaced::Yes));
 
@@ -361,6 +396,8 @@ mod tests {
         let mut repository = MockItemRepository::new();
         repository
             .expect_get()
+            .with(eq(Id::new(5)))
+            .times(1)
             .return_once(|_| Ok(Some(item(5, "old"))));
         repository.expect_replace().never();
 
@@ -369,7 +406,7 @@ mod tests {
             .replace(item(5, "new"), Some(&fails))
             .await
             .unwrap_err();
-        assert!(matches!(error, ReplaceItemError::PreconditionFailed(_)));
+        assert!(matches!(error, ReplaceItemError::PreconditionFailed(id) if id == Id::new(5)));
     }
 
     #[tokio::test]
@@ -377,9 +414,13 @@ mod tests {
         let mut repository = MockItemRepository::new();
         repository
             .expect_get()
+            .with(eq(Id::new(5)))
+            .times(1)
             .return_once(|_| Ok(Some(item(5, "old"))));
         repository
             .expect_replace()
+            .withf(replace_of(item(5, "new"), Some("old")))
+            .times(1)
             .return_once(|_, _| Ok(Replaced::Changed));
 
         let holds = |_: &Item| true;
@@ -387,13 +428,17 @@ mod tests {
             .replace(item(5, "new"), Some(&holds))
             .await
             .unwrap_err();
-        assert!(matches!(error, ReplaceItemError::PreconditionFailed(_)));
+        assert!(matches!(error, ReplaceItemError::PreconditionFailed(id) if id == Id::new(5)));
     }
 
     #[tokio::test]
     async fn replace_with_a_precondition_on_an_unknown_id_is_not_found() {
         let mut repository = MockItemRepository::new();
-        repository.expect_get().return_once(|_| Ok(None));
+        repository
+            .expect_get()
+            .with(eq(Id::new(5)))
+            .times(1)
+            .return_once(|_| Ok(None));
         repository.expect_replace().never();
 
         let holds = |_: &Item| true;
@@ -401,7 +446,7 @@ mod tests {
             .replace(item(5, "new"), Some(&holds))
             .await
             .unwrap_err();
-        assert!(matches!(error, ReplaceItemError::NotFound(_)));
+        assert!(matches!(error, ReplaceItemError::NotFound(id) if id == Id::new(5)));
     }
 
     #[tokio::test]
@@ -409,13 +454,17 @@ mod tests {
         let mut repository = MockItemRepository::new();
         repository
             .expect_replace()
+            .withf(replace_of(item(5, "b"), None))
+            .times(1)
             .return_once(|_, _| Err(unavailable()));
 
         let error = service(repository)
             .replace(item(5, "b"), None)
             .await
             .unwrap_err();
-        assert!(matches!(error, ReplaceItemError::Unavailable(_)));
+        assert!(
+            matches!(error, ReplaceItemError::Unavailable(ref cause) if is_the_stores_failure(cause))
+        );
     }
 
     #[tokio::test]
@@ -424,15 +473,17 @@ mod tests {
         repository
             .expect_delete()
             .with(eq(Id::new(1)))
+            .times(1)
             .return_once(|_| Ok(true));
         repository
             .expect_delete()
             .with(eq(Id::new(2)))
+            .times(1)
             .return_once(|_| Ok(false));
         let service = service(repository);
 
-        assert!(service.delete(Id::new(1)).await.is_ok());
-        assert!(service.delete(Id::new(2)).await.is_ok());
+        assert!(matches!(service.delete(Id::new(1)).await, Ok(())));
+        assert!(matches!(service.delete(Id::new(2)).await, Ok(())));
     }
 
     #[tokio::test]
@@ -440,8 +491,11 @@ mod tests {
         let mut repository = MockItemRepository::new();
         repository
             .expect_delete()
+            .with(eq(Id::new(1)))
+            .times(1)
             .return_once(|_| Err(unavailable()));
 
-        assert!(service(repository).delete(Id::new(1)).await.is_err());
+        let error = service(repository).delete(Id::new(1)).await.unwrap_err();
+        assert!(is_the_stores_failure(&error), "{error:?}");
     }
 }

@@ -1,7 +1,11 @@
+//! The use cases of the `products` collection ([`ProductService`]): list and
+//! create.
+
 use std::sync::Arc;
 
+use crate::RepositoryError;
 use crate::entities::Product;
-use crate::ports::{ProductRepository, RepositoryError};
+use crate::ports::ProductRepository;
 use crate::values::{Name, Price};
 
 /// The use cases of the `products` collection: list and create.
@@ -85,6 +89,7 @@ mod tests {
         let mut repository = MockProductRepository::new();
         repository
             .expect_list()
+            .times(1)
             .return_once(|| Ok(vec![product(1), product(2)]));
 
         let products = ProductService::new(Arc::new(repository))
@@ -121,11 +126,16 @@ mod tests {
         let mut repository = MockProductRepository::new();
         repository
             .expect_create()
+            .withf(|name, price| name.as_str() == "pen" && price.get() == 1.0)
+            .times(1)
             .return_once(|_, _| Err(RepositoryError::unavailable("down")));
 
         let result = ProductService::new(Arc::new(repository))
             .create(Name::parse("pen").unwrap(), Price::new(1.0).unwrap())
             .await;
-        assert!(matches!(result, Err(RepositoryError::Unavailable(_))));
+        assert!(
+            matches!(result, Err(RepositoryError::Unavailable(ref cause)) if cause.to_string() == "down"),
+            "{result:?}"
+        );
     }
 }

@@ -1,7 +1,11 @@
+//! The use cases of the read-only `users` collection ([`UserService`]): list
+//! (C4).
+
 use std::sync::Arc;
 
+use crate::RepositoryError;
 use crate::entities::User;
-use crate::ports::{RepositoryError, UserRepository};
+use crate::ports::UserRepository;
 
 /// The use cases of the read-only `users` collection; the
 /// [`ports`](crate::ports#implementing-a-port) module shows it over a
@@ -43,7 +47,10 @@ mod tests {
         }];
         let mut repository = MockUserRepository::new();
         let returned = users.clone();
-        repository.expect_list().return_once(move || Ok(returned));
+        repository
+            .expect_list()
+            .times(1)
+            .return_once(move || Ok(returned));
 
         assert_eq!(
             UserService::new(Arc::new(repository)).list().await.unwrap(),
@@ -56,8 +63,13 @@ mod tests {
         let mut repository = MockUserRepository::new();
         repository
             .expect_list()
+            .times(1)
             .return_once(|| Err(RepositoryError::unavailable("down")));
 
-        assert!(UserService::new(Arc::new(repository)).list().await.is_err());
+        let result = UserService::new(Arc::new(repository)).list().await;
+        assert!(
+            matches!(result, Err(RepositoryError::Unavailable(ref cause)) if cause.to_string() == "down"),
+            "{result:?}"
+        );
     }
 }
