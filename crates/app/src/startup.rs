@@ -192,7 +192,7 @@ impl Application {
     }
 }
 
-/// Binds the admin listener on `HOST:port` and installs the metrics
+/// Binds the admin listener on `ADMIN_HOST:port` (`HOST` unless set) and installs the metrics
 /// recorder it serves; the pool gauges are read at scrape time.
 fn admin(
     config: &Config,
@@ -200,7 +200,7 @@ fn admin(
     readiness: Arc<Readiness>,
     store: Store,
 ) -> Result<Admin, StartError> {
-    let (listener, address) = bind(SocketAddr::new(config.server.host, port))?;
+    let (listener, address) = bind(config.admin.address(config.server.host, port))?;
     let metrics = crate::metrics::install()?;
     let handle = metrics.clone();
     let render: RenderMetrics = Arc::new(move || {
