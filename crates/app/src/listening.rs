@@ -61,7 +61,7 @@ impl Listening {
 
 /// Where the data lives, for the start-up line: `memory`, or `PostgreSQL`
 /// and the URL with its password hidden.
-fn store_description(database_url: Option<&str>) -> String {
+pub(crate) fn store_description(database_url: Option<&str>) -> String {
     match database_url {
         None => "memory".to_owned(),
         Some(url) => format!("PostgreSQL {}", without_password(url)),

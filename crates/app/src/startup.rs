@@ -107,7 +107,7 @@ impl Application {
             .as_deref()
             .map(open_redis)
             .transpose()?;
-        let store = Store::open(&config.store).await?;
+        let store = Store::open(&config.store, DATABASE_PATIENCE).await?;
         let services = Services::new(
             store.repositories(),
             Arc::new(uploads),
@@ -252,7 +252,7 @@ fn rate_limiter(redis: Option<Arc<RedisRateLimitStore>>) -> RateLimiter {
 /// The store the configuration names, open: each one hands out the three
 /// repositories the use cases run on, so another store is one more variant.
 #[derive(Debug, Clone)]
-enum Store {
+pub(crate) enum Store {
     /// In this process (no `DATABASE_URL`).
     Memory,
     /// PostgreSQL (`DATABASE_URL=postgres://…`).
@@ -260,14 +260,21 @@ enum Store {
 }
 
 impl Store {
-    /// Opens the store `config` names, waiting up to [`DATABASE_PATIENCE`]
-    /// for a database.
-    async fn open(config: &StoreConfig) -> Result<Self, StartError> {
+    /// Opens the store `config` names, its schema migrated, waiting up to
+    /// `patience` for a database ([`DATABASE_PATIENCE`] at start).
+    pub(crate) async fn open(config: &StoreConfig, patience: Duration) -> Result<Self, StartError> {
         match &config.database_url {
             None => Ok(Self::Memory),
-            Some(url) => connect(url, config.database_pool_size)
+            Some(url) => connect(url, config.database_pool_size, patience)
                 .await
                 .map(Self::Postgres),
+        }
+    }
+
+    /// Closes its connections, if it has any (`items-service migrate`).
+    pub(crate) async fn close(&self) {
+        if let Self::Postgres(store) = self {
+            store.close().await;
         }
     }
 
@@ -295,8 +302,12 @@ impl Store {
     }
 }
 
-async fn connect(url: &str, pool_size: u32) -> Result<PostgresStore, StartError> {
-    PostgresStore::connect_url(url, pool_size, DATABASE_PATIENCE)
+async fn connect(
+    url: &str,
+    pool_size: u32,
+    patience: Duration,
+) -> Result<PostgresStore, StartError> {
+    PostgresStore::connect_url(url, pool_size, patience)
         .await
         .map_err(|error| match error {
             ConnectError::InvalidUrl(cause) => {

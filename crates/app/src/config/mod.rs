@@ -48,6 +48,9 @@ pub struct Config {
 pub enum Command {
     /// Print the OpenAPI document and exit.
     Openapi,
+    /// Apply the schema to DATABASE_URL and exit: 0 when it is up to date,
+    /// 1 with the reason when the database could not be migrated.
+    Migrate,
 }
 
 /// What to do instead of running, when the command line says so.

@@ -92,7 +92,9 @@ async fn admin_host_keeps_the_admin_listener_off_the_public_address_c1_c11() {
     let admin = service.listening.admin_address.unwrap();
     assert_eq!(admin.ip().to_string(), "127.0.0.1", "{log}");
     assert!(
-        log.contains(&format!("address=0.0.0.0:{public} admin_address=127.0.0.1:")),
+        log.contains(&format!(
+            "address=0.0.0.0:{public} admin_address=127.0.0.1:"
+        )),
         "the start-up line names the admin address bound: {log}"
     );
     let http = reqwest::Client::new();

@@ -16,6 +16,7 @@ mod connections;
 mod fleet;
 mod library;
 mod lifecycle;
+mod migrate;
 mod operator;
 mod startup;
 mod two_instances;
