@@ -260,6 +260,16 @@ mod tests {
     }
 
     #[test]
+    fn tls_to_redis_is_refused_in_one_line_since_the_client_has_no_tls_c1() {
+        for url in ["rediss://cache.internal:6380", "REDISS://h"] {
+            let line = invalid(&["--redis-url", url]);
+            assert!(line.contains("REDIS_URL"), "{line}");
+            assert!(line.contains("TLS to Redis"), "{line}");
+            assert!(!line.contains('\n'), "{line}");
+        }
+    }
+
+    #[test]
     fn an_unknown_option_is_named_with_a_pointer_to_help_c1() {
         let line = invalid(&["--bogus"]);
         assert_eq!(
