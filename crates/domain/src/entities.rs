@@ -41,6 +41,32 @@ pub struct User {
     pub name: String,
 }
 
+/// The users every store starts with and serves forever (C4), in id order:
+/// John Doe (id 1) and Jane Doe (id 2). The in-memory store serves this list;
+/// the SQL stores seed the same two rows in their first migration, and the
+/// kit's users check compares any store against it.
+///
+/// ```
+/// use items_domain::{seeded_users, Id};
+///
+/// let users = seeded_users();
+/// assert_eq!(users[0].id, Id::new(1));
+/// assert_eq!(users[0].name, "John Doe");
+/// assert_eq!(users[1].name, "Jane Doe");
+/// ```
+pub fn seeded_users() -> Vec<User> {
+    SEEDED_USERS
+        .iter()
+        .map(|&(id, name)| User {
+            id: Id::new(id),
+            name: name.to_owned(),
+        })
+        .collect()
+}
+
+/// The seeded users as `(id, name)` pairs; [`seeded_users`] builds them.
+const SEEDED_USERS: [(i64, &str); 2] = [(1, "John Doe"), (2, "Jane Doe")];
+
 /// Which items a listing asks for (C10). The default asks for every item.
 ///
 /// ```
