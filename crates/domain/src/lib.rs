@@ -23,7 +23,7 @@ pub mod use_cases;
 pub mod values;
 
 pub use entities::{
-    seeded_users, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, Product, User,
+    Item, ItemBatch, ItemListing, ItemPage, ItemQuery, Product, User, seeded_users,
 };
 pub use ports::{
     DependencyDown, HealthCheck, ItemRepository, ProductRepository, Replaced, Repositories,

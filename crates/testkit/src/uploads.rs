@@ -11,8 +11,8 @@ use std::future::Future;
 
 use items_domain::UploadStore;
 
-use crate::answer::Answer;
 use crate::Fixture;
+use crate::answer::Answer;
 
 /// A store under test, and a look behind its port: what
 /// `contract_tests!(upload_store …)` builds once per check.

@@ -2,7 +2,7 @@
 //! start.
 
 use async_trait::async_trait;
-use items_domain::{seeded_users, RepositoryError, User, UserRepository};
+use items_domain::{RepositoryError, User, UserRepository, seeded_users};
 
 /// The read-only users of C4, fixed at start.
 #[derive(Debug)]

@@ -11,7 +11,10 @@ use crate::answer::Answer;
 pub async fn products_get_counter_ids_and_keep_their_price_c2_c3(
     products: Arc<dyn ProductRepository>,
 ) {
-    let before = products.list().await.answer("list the products of a fresh store");
+    let before = products
+        .list()
+        .await
+        .answer("list the products of a fresh store");
     assert!(
         before.is_empty(),
         "a fresh store has no products: listing them returned {before:?}"

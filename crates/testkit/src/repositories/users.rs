@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use items_domain::{seeded_users, UserRepository};
+use items_domain::{UserRepository, seeded_users};
 
 use crate::answer::Answer;
 
