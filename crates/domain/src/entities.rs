@@ -123,16 +123,16 @@ pub type ItemBatch = Result<Vec<Item>, RepositoryError>;
 /// # Ok::<(), items_domain::InvalidValue>(())
 /// ```
 pub struct ItemListing {
-    /// Changes on every write to the collection, so a listing's `ETag` (C7)
-    /// can be derived from it: two listings with the same version have the
-    /// same items.
+    /// Changes on every write to the collection (and on nothing else), so
+    /// a listing's `ETag` (C7) can be derived from it: two listings with the
+    /// same version have the same items.
     pub version: u64,
     /// How many items the listing holds.
     pub total: u64,
-    /// The items in id order, a batch at a time. A batch that fails ends the
-    /// listing; an adapter that cannot keep the listing consistent with
-    /// `version` (a write landed in between) MUST fail rather than yield
-    /// other items.
+    /// The items of `version` in id order, a batch at a time; a write after
+    /// the listing began neither shows up in it nor ends it
+    /// ([`ItemRepository::list_all`](crate::ItemRepository::list_all)). A
+    /// batch that fails (the store became unreachable) ends the listing.
     pub batches: BoxStream<'static, ItemBatch>,
 }
 

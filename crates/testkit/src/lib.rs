@@ -1,13 +1,19 @@
 //! The test kit of items-service: prove an adapter right against the ports
 //! of [`items_domain`], with the same checks the service's own adapters pass.
 //!
-//! - [`repositories`]: one check per MUST of `ItemRepository`,
-//!   `ProductRepository` and `UserRepository`;
+//! - [`repositories`]: one check per MUST of `ItemRepository`
+//!   ([`repositories::items`]), `ProductRepository`
+//!   ([`repositories::products`]) and `UserRepository`
+//!   ([`repositories::users`]);
 //! - [`uploads`]: one check per MUST of `UploadStore` and `PendingUpload`;
-//! - [`contract_tests!`]: every check of one contract as a `#[tokio::test]`,
-//!   for one adapter, in one line;
+//! - [`contract_tests!`]: every check of one contract as a test, for one
+//!   adapter, in one line;
 //! - [`tcp_proxy`]: a proxy a test can cut, to see what an adapter does
 //!   while its store is unreachable.
+//!
+//! A failed check says which rule broke, what it did, what it expected and
+//! what came back: "C7: the listing version changes on every write and on
+//! nothing else: after deleting item 2 the version was still 3".
 //!
 //! Behind features, for the service's own tests (an outside adapter needs
 //! none of them):
@@ -21,18 +27,25 @@
 //!
 //! # Checking an adapter
 //!
+//! With only `items-testkit` among the dev-dependencies (the macro brings
+//! its own tokio runtime):
+//!
 //! ```text
 //! // tests/contract.rs of a crate with a `BTreeMap` adapter:
 //! items_testkit::contract_tests!(repositories btreemap = Repositories::new(
 //!     MapItems::default(), MapProducts::default(), MapUsers::seeded(),
 //! ));
+//! // or, for a store that has only items:
+//! items_testkit::contract_tests!(items btreemap_items = Arc::new(MapItems::default()));
 //! ```
 //!
 //! A store that needs setting up and tearing down (a database per test)
-//! implements [`Fixture`] and [`RepositoryFixture`] and is built by an async
-//! expression: `contract_tests!(repositories postgres = Scratch::create().await)`.
-//! `crates/testkit/tests/btreemap_adapter.rs` is a whole adapter, written
-//! against the domain's public API only, that passes the kit.
+//! implements [`Fixture`] and [`RepositoryFixture`] (or
+//! [`ItemRepositoryFixture`]) and is built by an async expression:
+//! `contract_tests!(repositories postgres = Scratch::create().await)`.
+//! The crate `items-btreemap-adapter` (`crates/btreemap-adapter`) is a whole
+//! adapter, written against the domain's public API only, whose tests pass
+//! the kit with `items-testkit` as their only dev-dependency.
 
 mod answer;
 pub mod repositories;

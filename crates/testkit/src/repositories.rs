@@ -13,6 +13,9 @@
 //! [`contract_tests!`](crate::contract_tests): `repositories` runs the
 //! three modules on a [`RepositoryFixture`], `items` runs only [`items`] on
 //! an [`ItemRepositoryFixture`].
+//!
+//! [`ProductRepository`]: items_domain::ProductRepository
+//! [`UserRepository`]: items_domain::UserRepository
 
 pub mod items;
 pub mod products;
