@@ -15,6 +15,7 @@ mod load;
 mod postgres;
 mod rng;
 mod rounds;
+mod self_check;
 
 /// Kill rounds per store: each is about a second of load, a kill, a
 /// restart and a full read-back.

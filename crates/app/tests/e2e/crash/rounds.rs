@@ -112,9 +112,7 @@ pub async fn kill_rounds(store: &impl Store, rounds: usize) -> Report {
         let load = Load::start(service.client.port, &items, round, &round_dice);
         load.until_first_acknowledged().await;
         tokio::time::sleep(round_dice.millis(200, 1200)).await;
-        // `Child::kill` is SIGKILL: no shutdown, no flush, no goodbye.
-        service.child.kill().expect("the service is running");
-        service.child.wait().expect("the killed service is reaped");
+        sigkill(&mut service);
         let ops = load.finish().await;
         drop(service);
 
@@ -142,6 +140,13 @@ pub async fn kill_rounds(store: &impl Store, rounds: usize) -> Report {
     report.elapsed = started.elapsed();
     println!("{report}");
     report
+}
+
+/// Kills the service with SIGKILL (`Child::kill`): no shutdown, no flush,
+/// no goodbye.
+pub fn sigkill(service: &mut Service) {
+    service.child.kill().expect("the service is running");
+    service.child.wait().expect("the killed service is reaped");
 }
 
 /// The binary on `store`, with no rate limit in the writers' way.
