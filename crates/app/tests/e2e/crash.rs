@@ -12,6 +12,7 @@
 mod check;
 mod history;
 mod load;
+mod model;
 mod postgres;
 mod rng;
 mod rounds;

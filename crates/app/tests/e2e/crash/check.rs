@@ -18,9 +18,10 @@
 //! uncertain fate, each at most once. Anything else is a violation: a
 //! `lost` acknowledged write, or a `phantom` no writer sent.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
-use super::history::{Op, Outcome, Write};
+use super::history::Op;
+use super::model::Model;
 
 /// What a refused write (a definite non-2xx answer) may have done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,9 +66,6 @@ impl Verdict {
     }
 }
 
-/// An item's state: its name, or `None` when it is absent.
-type State = Option<String>;
-
 /// Checks `listed` (id, name) against the round's starting `items` and its
 /// `ops`, given writer by writer in the order each writer sent them.
 pub fn check(
@@ -76,134 +74,29 @@ pub fn check(
     refusals: Refusals,
     listed: &[(i64, String)],
 ) -> Verdict {
-    let mut verdict = Verdict::default();
-    let mut possible: BTreeMap<i64, Vec<State>> = items
-        .iter()
-        .map(|(id, name)| (*id, vec![Some(name.clone())]))
-        .collect();
-    // Every name ever sent for an item, to tell a stale name from a phantom.
-    let mut sent: HashMap<i64, HashSet<String>> = items
-        .iter()
-        .map(|(id, name)| (*id, HashSet::from([name.clone()])))
-        .collect();
-    let mut uncertain_creates: HashSet<String> = HashSet::new();
-    let mut refused_creates: HashSet<String> = HashSet::new();
-    let mut refused_replaces: HashSet<String> = HashSet::new();
-    let mut last_acknowledged: HashMap<i64, String> = HashMap::new();
-
+    let mut model = Model::new(items);
     for op in ops {
-        let uncertain = match &op.outcome {
-            Outcome::Acknowledged => false,
-            Outcome::Unknown { .. } => true,
-            Outcome::Refused { .. } => refusals == Refusals::InDoubt,
-            Outcome::NotSent => false,
-        };
-        let refused = op.outcome != Outcome::Acknowledged && !uncertain;
-        let result = match &op.write {
-            Write::Create { name, id } => {
-                match (id, uncertain, refused) {
-                    (Some(id), false, false) => {
-                        if possible.insert(*id, vec![Some(name.clone())]).is_some() {
-                            verdict
-                                .phantoms
-                                .push(format!("id {id} handed out twice ({op})"));
-                        }
-                        sent.entry(*id).or_default().insert(name.clone());
-                        last_acknowledged.insert(*id, op.to_string());
-                    }
-                    (_, true, _) => drop(uncertain_creates.insert(name.clone())),
-                    _ => drop(refused_creates.insert(name.clone())),
-                }
-                continue;
-            }
-            Write::Replace { id, name } => {
-                sent.entry(*id).or_default().insert(name.clone());
-                if refused {
-                    refused_replaces.insert(name.clone());
-                }
-                (*id, Some(name.clone()))
-            }
-            Write::Delete { id } => (*id, None),
-        };
-        let (id, state) = result;
-        let states = possible.entry(id).or_default();
-        if uncertain {
-            if !states.contains(&state) {
-                states.push(state);
-            }
-        } else if !refused {
-            *states = vec![state];
-            last_acknowledged.insert(id, op.to_string());
-        }
+        model.apply(op, refusals);
     }
-
+    let mut verdict = Verdict {
+        phantoms: std::mem::take(&mut model.ids_handed_out_twice),
+        ..Verdict::default()
+    };
     let mut shown: BTreeMap<i64, String> = BTreeMap::new();
     for (id, name) in listed {
         if shown.insert(*id, name.clone()).is_some() {
             verdict.phantoms.push(format!("id {id} listed twice"));
         }
     }
-
-    for (id, states) in &possible {
-        let observed = shown.get(id).cloned();
-        if states.contains(&observed) {
-            continue;
-        }
-        let expected = describe_states(states);
-        let last = last_acknowledged
-            .get(id)
-            .map_or_else(|| "present when the round began".to_owned(), Clone::clone);
-        match observed {
-            None => verdict.lost.push(format!(
-                "item {id} is gone; expected {expected} (last acknowledged: {last})"
-            )),
-            Some(name) if refused_replaces.contains(&name) => verdict.phantoms.push(format!(
-                "item {id} shows {name:?}, sent by a refused PUT (C12: refused writes leave nothing); expected {expected}"
-            )),
-            Some(name) if sent.get(id).is_some_and(|names| names.contains(&name)) => {
-                verdict.lost.push(format!(
-                    "item {id} shows {name:?}; expected {expected} (last acknowledged: {last})"
-                ));
-            }
-            Some(name) => verdict.phantoms.push(format!(
-                "item {id} shows {name:?}, which no writer sent for it; expected {expected}"
-            )),
-        }
-    }
-
-    for (id, name) in &shown {
-        if possible.contains_key(id) {
-            continue;
-        }
-        if uncertain_creates.remove(name) {
-            verdict.uncertain_creates_applied += 1;
-        } else if refused_creates.contains(name) {
-            verdict.phantoms.push(format!(
-                "item {id} {name:?} was created by a refused POST (C12: refused writes leave nothing)"
-            ));
-        } else {
-            verdict
-                .phantoms
-                .push(format!("item {id} {name:?}: no writer created it"));
-        }
-    }
+    model.compare_known_items(&shown, &mut verdict);
+    model.compare_other_items(&shown, &mut verdict);
     verdict
-}
-
-fn describe_states(states: &[State]) -> String {
-    let each: Vec<String> = states
-        .iter()
-        .map(|state| match state {
-            Some(name) => format!("{name:?}"),
-            None => "absent".to_owned(),
-        })
-        .collect();
-    each.join(" or ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crash::history::{Outcome, Write};
 
     fn op(write: Write, outcome: Outcome) -> Op {
         Op {
