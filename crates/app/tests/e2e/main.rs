@@ -3,9 +3,9 @@
 //! binary as a process for its signals, exit statuses, messages and log
 //! (C1), its admin listener (C11), the item lifecycle over real HTTP, CORS
 //! in a real browser (C8), a flood of idle connections, several instances on
-//! one database, the fleet behind haproxy, and crash tests (SIGKILL under
-//! write load, C12). Every instance starts on port 0 and reports the ports
-//! it got.
+//! one database, the durable SQLite file (C12), the fleet behind haproxy,
+//! and crash tests (SIGKILL under write load, C12). Every instance starts on
+//! port 0 and reports the ports it got.
 
 #![allow(clippy::unwrap_used)]
 
@@ -19,5 +19,6 @@ mod fleet;
 mod library;
 mod lifecycle;
 mod operator;
+mod sqlite;
 mod startup;
 mod two_instances;
