@@ -17,6 +17,7 @@ mod postgres;
 mod rng;
 mod rounds;
 mod self_check;
+mod sqlite;
 
 /// Kill rounds per store: each is about a second of load, a kill, a
 /// restart and a full read-back.
