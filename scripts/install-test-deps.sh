@@ -1,9 +1,25 @@
 #!/usr/bin/env bash
 # The system packages the test suite needs, installed with apt-get when one is
 # missing (a fresh machine, CI) and left alone when all are there. Called by
-# scripts/test.sh and .ci/run; safe to run again. Fails loudly when a package
-# cannot be installed: a test that needs it must run, not be skipped.
+# scripts/test.sh and .ci/run; safe to run again. Before installing it says
+# what it will install and that apt-get runs as root. Fails loudly when a
+# package cannot be installed: a test that needs it must run, not be skipped.
+#
+# Usage: scripts/install-test-deps.sh [--no-install]
+# --no-install (or ITEMS_NO_INSTALL=1): install nothing; exit 1 listing
+# what is missing, 0 when nothing is.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/test-deps.sh
+
+no_install=0
+[[ ${ITEMS_NO_INSTALL:-0} != 0 ]] && no_install=1
+for argument in "$@"; do
+  case $argument in
+    --no-install) no_install=1 ;;
+    *) echo "usage: $0 [--no-install]" >&2; exit 2 ;;
+  esac
+done
 
 # One line per package: the Debian package, `|`, then a shell command that
 # succeeds when it is installed. Add a package by adding a line.
@@ -12,34 +28,7 @@ REQUIRED=(
   'python3-venv|python3 -c "import venv, ensurepip"'         # schemathesis in a virtual environment
   'curl|command -v curl'                                     # scripts/schemathesis.sh waits for the binary with it
   'haproxy|test -x /usr/sbin/haproxy'                        # the fleet test's load balancer
+  'systemd|command -v systemd-analyze'                       # scripts/tests/systemd-unit.sh verifies the unit
 )
 
-missing() {
-  local entry
-  for entry in "${REQUIRED[@]}"; do
-    if ! bash -c "${entry#*|}" >/dev/null 2>&1; then
-      echo "${entry%%|*}"
-    fi
-  done
-}
-
-mapfile -t packages < <(missing)
-if ((${#packages[@]} == 0)); then
-  exit 0
-fi
-
-echo "installing the test suite's missing system packages: ${packages[*]}" >&2
-sudo=()
-if ((EUID != 0)); then
-  command -v sudo >/dev/null || { echo "not root and no sudo: install ${packages[*]} by hand" >&2; exit 1; }
-  sudo=(sudo)
-fi
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${packages[@]}"
-
-mapfile -t still < <(missing)
-if ((${#still[@]} != 0)); then
-  echo "still missing after apt-get install: ${still[*]}" >&2
-  exit 1
-fi
+ensure_packages "$no_install" "${REQUIRED[@]}"

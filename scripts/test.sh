@@ -3,12 +3,23 @@
 # needs (scripts/install-test-deps.sh), every cargo test, then schemathesis
 # against the running binary.
 #
+# Usage: scripts/test.sh [--no-install]
+# Missing system packages are named, then installed with apt-get as root;
+# --no-install (or ITEMS_NO_INSTALL=1) stops with the list instead.
+#
 # The PostgreSQL tests use TEST_DATABASE_URL; it defaults to the server every
 # machine of this project runs (127.0.0.1:5432, trust auth), and the suite
 # stops here, loudly, when that server does not answer — a skipped database
 # test must never look like a passed one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+for argument in "$@"; do
+  case $argument in
+    --no-install) export ITEMS_NO_INSTALL=1 ;;
+    *) echo "usage: $0 [--no-install]" >&2; exit 2 ;;
+  esac
+done
 
 # Chromium, python3-venv…: installed here when missing, so the browser test
 # and schemathesis run on a fresh machine instead of being skipped.
@@ -37,8 +48,11 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 cargo test --workspace
 
 # The README's examples, run as written against the binary; the scripts'
-# own logic (cheap: no build); then the live binary against its own OpenAPI
-# document (property-based).
+# own logic (cheap: no build); the systemd unit, verified offline with the
+# built binary; then the live binary against its own OpenAPI document
+# (property-based).
 bash scripts/readme-examples.sh
 bash scripts/tests/schemathesis-script.sh
+bash scripts/tests/install-test-deps.sh
+bash scripts/tests/systemd-unit.sh
 bash scripts/schemathesis.sh

@@ -13,6 +13,8 @@
 
 use std::net::SocketAddr;
 
+use crate::config::DatabaseUrl;
+
 /// The message of the start-up line; its fields name the addresses.
 const MESSAGE: &str = "listening";
 
@@ -28,8 +30,9 @@ pub struct Listening {
 }
 
 impl Listening {
-    /// Logs the start-up line at `info`, naming the store: `memory`, or
-    /// `PostgreSQL` and `database_url` with its password hidden.
+    /// Logs the start-up line at `info`, naming the store: `memory`,
+    /// `PostgreSQL` and `database_url` with its password hidden, or
+    /// `sqlite path=` and the file.
     pub fn log(&self, database_url: Option<&str>) {
         // The binary's name as the target, wherever this code lives, so a
         // `RUST_LOG=items_service=info` filter keeps showing the line.
@@ -59,12 +62,20 @@ impl Listening {
     }
 }
 
-/// Where the data lives, for the start-up line: `memory`, or `PostgreSQL`
-/// and the URL with its password hidden.
+/// Where the data lives, for the start-up line: `memory`, `PostgreSQL`
+/// and the URL with its password hidden, or `sqlite path=` and the file's
+/// absolute path (a relative one resolved against the working directory).
 pub(crate) fn store_description(database_url: Option<&str>) -> String {
-    match database_url {
+    match database_url.map(DatabaseUrl::parse) {
         None => "memory".to_owned(),
-        Some(url) => format!("PostgreSQL {}", without_password(url)),
+        Some(Ok(DatabaseUrl::Sqlite(path))) => {
+            let path = std::path::absolute(&path).unwrap_or(path);
+            format!("sqlite path={}", path.display())
+        }
+        Some(_) => format!(
+            "PostgreSQL {}",
+            without_password(database_url.unwrap_or_default())
+        ),
     }
 }
 
@@ -183,6 +194,13 @@ mod tests {
             store_description(Some("postgres://postgres@127.0.0.1:5432/items")),
             "PostgreSQL postgres://postgres@127.0.0.1:5432/items"
         );
+        assert_eq!(
+            store_description(Some("sqlite:///srv/items.db")),
+            "sqlite path=/srv/items.db"
+        );
+        let relative = store_description(Some("sqlite://items.db"));
+        let expected = std::env::current_dir().unwrap().join("items.db");
+        assert_eq!(relative, format!("sqlite path={}", expected.display()));
         assert_eq!(
             without_password("postgresql://u:p@h"),
             "postgresql://u:***@h"

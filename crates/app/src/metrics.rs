@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use items_adapters::http::metrics::{REQUEST_DURATION, REQUEST_DURATION_BUCKETS, describe};
 use items_adapters::redis::STORE_ERRORS;
+use items_adapters::sqlite::{self, WRITES_PER_COMMIT, WRITES_PER_COMMIT_BUCKETS};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
 
 /// How often histogram samples are folded into their buckets between
@@ -21,8 +22,9 @@ pub const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 static INSTALLED: Mutex<Option<PrometheusHandle>> = Mutex::new(None);
 
 /// Installs the process-wide recorder, or returns the one installed by an
-/// earlier call; the request-duration histogram gets real buckets (the
-/// exporter would otherwise render a summary).
+/// earlier call; the request-duration and SQLite writes-per-commit
+/// histograms get real buckets (the exporter would otherwise render a
+/// summary).
 ///
 /// # Errors
 /// When the buckets are refused or another recorder is already installed.
@@ -36,8 +38,13 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
             Matcher::Full(REQUEST_DURATION.to_owned()),
             REQUEST_DURATION_BUCKETS,
         )?
+        .set_buckets_for_metric(
+            Matcher::Full(WRITES_PER_COMMIT.to_owned()),
+            WRITES_PER_COMMIT_BUCKETS,
+        )?
         .install_recorder()?;
     describe();
+    sqlite::describe_metrics();
     metrics::describe_counter!(
         STORE_ERRORS,
         "Rate-limit requests the shared store (Redis) failed or answered too slowly; each was counted in the local budget."

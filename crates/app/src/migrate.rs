@@ -3,17 +3,18 @@
 //! rolling upgrade, instead of at the start of the first new instance
 //! (`docs/operations.md`, "Upgrading").
 //!
-//! It opens the store exactly as the service does: each store applies its
-//! own migrations when it is opened (PostgreSQL under sqlx's advisory lock,
-//! so a migrate and a starting instance never migrate twice). Nothing else
-//! is started: no listener, no uploads directory, no Redis.
+//! It opens the store exactly as the service does, then closes it: each
+//! store applies its own migrations when it is opened (PostgreSQL under
+//! sqlx's advisory lock, so a migrate and a starting instance never migrate
+//! twice; SQLite as it opens the file). Nothing else is started: no
+//! listener, no uploads directory, no Redis.
 
 use std::time::Duration;
 
 use crate::config::StoreConfig;
 use crate::startup::{StartError, Store};
 
-/// How long `migrate` waits for an unreachable database: shorter than the
+/// How long `migrate` waits for an unreachable PostgreSQL server: shorter than the
 /// service's 15 s at start, since it is run by hand or by a deployment step
 /// against a database that is already up. A blip is waited out; a wrong
 /// host or port is reported within seconds.

@@ -15,9 +15,10 @@ use items_adapters::http::{
 use items_adapters::memory::{self, InMemoryRateLimitStore};
 use items_adapters::postgres::{ConnectError, PostgresStore};
 use items_adapters::redis::RedisRateLimitStore;
+use items_adapters::sqlite::{self, SqliteSettings, SqliteStore};
 use items_domain::{HealthCheck, RateLimiter, Repositories};
 
-use crate::config::{Config, StoreConfig};
+use crate::config::{Config, DatabaseUrl, StoreConfig};
 use crate::listening::Listening;
 
 /// Why the application could not start, with the exit status it implies.
@@ -29,6 +30,10 @@ pub enum StartError {
     /// The database stayed unreachable, or could not be migrated (exit 1).
     #[error(transparent)]
     Database(#[from] ConnectError),
+    /// The SQLite file could not be opened or migrated (exit 1); a path
+    /// whose directory is missing is a [`StartError::Setting`] instead.
+    #[error(transparent)]
+    Sqlite(#[from] sqlite::OpenError),
     /// The address could not be bound, e.g. the port is in use (exit 1, C1).
     #[error("cannot listen on {address}")]
     Bind {
@@ -47,7 +52,7 @@ impl StartError {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::Setting(_) => 2,
-            Self::Bind { .. } | Self::Database(_) | Self::Metrics(_) => 1,
+            Self::Bind { .. } | Self::Database(_) | Self::Sqlite(_) | Self::Metrics(_) => 1,
         }
     }
 }
@@ -60,6 +65,7 @@ pub struct Application {
     server: HttpServer,
     admin: Option<Admin>,
     listening: Listening,
+    store: Store,
 }
 
 /// The admin listener (C11) and the upkeep its metrics need.
@@ -123,7 +129,7 @@ impl Application {
         let readiness = Readiness::new(checks, degradable);
         let admin = match config.admin.admin_port {
             None => None,
-            Some(port) => Some(admin(config, port, Arc::clone(&readiness), store)?),
+            Some(port) => Some(admin(config, port, Arc::clone(&readiness), store.clone())?),
         };
         // With an admin listener, a shutdown first turns `/readyz` to 503 and
         // keeps serving for the drain delay, so the load balancer stops
@@ -155,6 +161,7 @@ impl Application {
             server,
             admin,
             listening,
+            store,
         })
     }
 
@@ -174,8 +181,9 @@ impl Application {
         self.listening.admin_address.map(|address| address.port())
     }
 
-    /// Serves until shutdown completes: the public server drains first, the
-    /// admin listener (still answering `/readyz` 503) stops last.
+    /// Serves until shutdown completes: the public server drains first, then
+    /// the store is closed (a SQLite store commits every write it accepted),
+    /// and the admin listener (still answering `/readyz` 503) stops last.
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let admin = self.admin.map(|admin| {
             let handle = admin.server.handle();
@@ -183,6 +191,7 @@ impl Application {
             (handle, upkeep, tokio::spawn(admin.server.run()))
         });
         let result = self.server.run().await;
+        self.store.close().await;
         if let Some((handle, upkeep, serving)) = admin {
             handle.stop(true).await;
             upkeep.abort();
@@ -192,8 +201,9 @@ impl Application {
     }
 }
 
-/// Binds the admin listener on `ADMIN_HOST:port` (`HOST` unless set) and installs the metrics
-/// recorder it serves; the pool gauges are read at scrape time.
+/// Binds the admin listener on `ADMIN_HOST:port` (`HOST` unless set) and
+/// installs the metrics recorder it serves; the store's gauges are read at
+/// scrape time.
 fn admin(
     config: &Config,
     port: u16,
@@ -204,7 +214,7 @@ fn admin(
     let metrics = crate::metrics::install()?;
     let handle = metrics.clone();
     let render: RenderMetrics = Arc::new(move || {
-        store.record_pool_metrics();
+        store.record_metrics();
         handle.render()
     });
     let server = AdminServer::bind(listener, readiness, render)
@@ -257,24 +267,23 @@ pub(crate) enum Store {
     Memory,
     /// PostgreSQL (`DATABASE_URL=postgres://…`).
     Postgres(PostgresStore),
+    /// A SQLite file (`DATABASE_URL=sqlite://PATH`, C12).
+    Sqlite(SqliteStore),
 }
 
 impl Store {
     /// Opens the store `config` names, its schema migrated, waiting up to
-    /// `patience` for a database ([`DATABASE_PATIENCE`] at start).
+    /// `patience` for a PostgreSQL server ([`DATABASE_PATIENCE`] at start).
     pub(crate) async fn open(config: &StoreConfig, patience: Duration) -> Result<Self, StartError> {
-        match &config.database_url {
+        match config.database() {
             None => Ok(Self::Memory),
-            Some(url) => connect(url, config.database_pool_size, patience)
+            Some(DatabaseUrl::Postgres(url)) => connect(&url, config.database_pool_size, patience)
                 .await
                 .map(Self::Postgres),
-        }
-    }
-
-    /// Closes its connections, if it has any (`items-service migrate`).
-    pub(crate) async fn close(&self) {
-        if let Self::Postgres(store) = self {
-            store.close().await;
+            Some(DatabaseUrl::Sqlite(path)) => {
+                let url = config.database_url.as_deref().unwrap_or_default();
+                open_sqlite(url, &path).await.map(Self::Sqlite)
+            }
         }
     }
 
@@ -283,6 +292,7 @@ impl Store {
         match self {
             Self::Memory => memory::repositories(),
             Self::Postgres(store) => store.repositories(),
+            Self::Sqlite(store) => store.repositories(),
         }
     }
 
@@ -291,15 +301,56 @@ impl Store {
         match self {
             Self::Memory => None,
             Self::Postgres(store) => Some(Arc::new(store.clone())),
+            Self::Sqlite(store) => Some(Arc::new(store.clone())),
         }
     }
 
-    /// Updates the gauges of the connection pool, if there is one.
-    fn record_pool_metrics(&self) {
-        if let Self::Postgres(store) = self {
-            store.record_pool_metrics();
+    /// Updates the store's gauges: the connection pool's, the SQLite
+    /// writer's queue.
+    fn record_metrics(&self) {
+        match self {
+            Self::Memory => {}
+            Self::Postgres(store) => store.record_pool_metrics(),
+            Self::Sqlite(store) => store.record_writer_metrics(),
         }
     }
+
+    /// Lets the store finish: a SQLite store commits every write it
+    /// accepted and closes the file, a PostgreSQL pool closes its
+    /// connections; in memory there is nothing to finish.
+    pub(crate) async fn close(&self) {
+        match self {
+            Self::Memory => {}
+            Self::Postgres(store) => store.close().await,
+            Self::Sqlite(store) => store.close().await,
+        }
+    }
+}
+
+/// Opens the SQLite file at `path` (from `url`). A directory that does not exist, or a
+/// path that is a directory, is a setting unusable as given (exit 2); a
+/// file that cannot be opened, is no database or cannot be migrated is a
+/// failure of the store (exit 1), as a PostgreSQL server refusing is.
+async fn open_sqlite(url: &str, path: &std::path::Path) -> Result<SqliteStore, StartError> {
+    let unusable = |why: String| {
+        StartError::Setting(format!(
+            "invalid DATABASE_URL (--database-url) {url:?}: {why}"
+        ))
+    };
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => std::path::Path::new("."),
+    };
+    if !directory.is_dir() {
+        return Err(unusable(format!(
+            "the directory {} does not exist",
+            directory.display()
+        )));
+    }
+    if path.is_dir() {
+        return Err(unusable("it is a directory, not a file".to_owned()));
+    }
+    Ok(SqliteStore::open(path, SqliteSettings::default()).await?)
 }
 
 async fn connect(

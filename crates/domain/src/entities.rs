@@ -41,6 +41,32 @@ pub struct User {
     pub name: String,
 }
 
+/// The users every store starts with and serves forever (C4), in id order:
+/// John Doe (id 1) and Jane Doe (id 2). The in-memory store serves this list;
+/// the SQL stores seed the same two rows in their first migration, and the
+/// kit's users check compares any store against it.
+///
+/// ```
+/// use items_domain::{seeded_users, Id};
+///
+/// let users = seeded_users();
+/// assert_eq!(users[0].id, Id::new(1));
+/// assert_eq!(users[0].name, "John Doe");
+/// assert_eq!(users[1].name, "Jane Doe");
+/// ```
+pub fn seeded_users() -> Vec<User> {
+    SEEDED_USERS
+        .iter()
+        .map(|&(id, name)| User {
+            id: Id::new(id),
+            name: name.to_owned(),
+        })
+        .collect()
+}
+
+/// The seeded users as `(id, name)` pairs; [`seeded_users`] builds them.
+const SEEDED_USERS: [(i64, &str); 2] = [(1, "John Doe"), (2, "Jane Doe")];
+
 /// Which items a listing asks for (C10). The default asks for every item.
 ///
 /// ```
@@ -97,16 +123,16 @@ pub type ItemBatch = Result<Vec<Item>, RepositoryError>;
 /// # Ok::<(), items_domain::InvalidValue>(())
 /// ```
 pub struct ItemListing {
-    /// Changes on every write to the collection, so a listing's `ETag` (C7)
-    /// can be derived from it: two listings with the same version have the
-    /// same items.
+    /// Changes on every write to the collection (and on nothing else), so
+    /// a listing's `ETag` (C7) can be derived from it: two listings with the
+    /// same version have the same items.
     pub version: u64,
     /// How many items the listing holds.
     pub total: u64,
-    /// The items in id order, a batch at a time. A batch that fails ends the
-    /// listing; an adapter that cannot keep the listing consistent with
-    /// `version` (a write landed in between) MUST fail rather than yield
-    /// other items.
+    /// The items of `version` in id order, a batch at a time; a write after
+    /// the listing began neither shows up in it nor ends it
+    /// ([`ItemRepository::list_all`](crate::ItemRepository::list_all)). A
+    /// batch that fails (the store became unreachable) ends the listing.
     pub batches: BoxStream<'static, ItemBatch>,
 }
 

@@ -22,7 +22,9 @@ pub mod uploads;
 pub mod use_cases;
 pub mod values;
 
-pub use entities::{Item, ItemBatch, ItemListing, ItemPage, ItemQuery, Product, User};
+pub use entities::{
+    Item, ItemBatch, ItemListing, ItemPage, ItemQuery, Product, User, seeded_users,
+};
 pub use ports::{
     DependencyDown, HealthCheck, ItemRepository, ProductRepository, Replaced, Repositories,
     UserRepository,

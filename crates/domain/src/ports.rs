@@ -84,13 +84,33 @@ pub trait ItemRepository: Send + Sync {
     async fn list(&self, query: &ItemQuery) -> Result<ItemPage, RepositoryError>;
 
     /// Every item, in id order, in batches, with the collection's version
-    /// and total (C7, C10). Implementations MUST NOT hold the whole
-    /// collection at once, MUST change the version on every create, replace
-    /// and delete, and MUST end the stream with an error rather than yield
-    /// items other than those of `version`.
+    /// and total (C7, C10): a snapshot of the collection as it was when the
+    /// call returned.
+    ///
+    /// Implementations MUST yield exactly the items of `version`, each once,
+    /// whole, in id order, and `total` MUST be their count: a create,
+    /// replace or delete after the call neither shows up in the listing nor
+    /// ends it, however long the caller takes to read it. The version MUST
+    /// change on every create, on every replace that wrote and on every
+    /// delete that removed an item, and MUST NOT change on a read nor on a
+    /// write that wrote nothing (a [`Replaced::Changed`] or
+    /// [`Replaced::NotFound`] replace, a delete of a missing id). The items
+    /// MUST come in more than one batch when there are many (the contract
+    /// checks stream 1,500; the service's stores yield 1,000 a batch), so a
+    /// caller holds one batch at a time.
+    ///
+    /// How the snapshot is taken is the store's choice, and the contract
+    /// checks cannot see it: a database reads it in one transaction, the
+    /// service's in-memory store shares chunks of 512 items with it (a
+    /// pointer per chunk), and a small store may copy every item under one
+    /// lock (the kit's `BTreeMap` example: a pointer per item while the
+    /// listing lasts). For a large collection, share or stream rather than
+    /// copy.
     ///
     /// # Errors
-    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be read.
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be
+    /// read, from the call or, when it fails mid-listing, as the stream's
+    /// last element.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError>;
 
     /// The item with this id, or `None`.
@@ -126,7 +146,9 @@ pub trait ItemRepository: Send + Sync {
     ) -> Result<Replaced, RepositoryError>;
 
     /// Removes the item; returns whether it existed. Deleting an unknown id is
-    /// not an error.
+    /// not an error and writes nothing: it MUST return `false` and MUST NOT
+    /// change the listing's version ([`list_all`](Self::list_all)), so a
+    /// client's cached full listing stays valid (C7).
     ///
     /// # Errors
     /// MUST return [`RepositoryError::Unavailable`] when the store cannot be written.

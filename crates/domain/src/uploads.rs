@@ -1,7 +1,9 @@
 //! Uploaded files (C4, C5): the store port, the policy each upload route
-//! applies, and the session that receives one request's parts under it and
-//! keeps its files all together or not at all.
+//! applies (`policy`), the session that receives one request's parts under
+//! it and keeps its files all together or not at all (`session`), and what
+//! a request ends in (`outcome`).
 
+mod outcome;
 mod policy;
 mod session;
 
@@ -10,10 +12,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+pub use outcome::{StoredFile, StoredFiles, TextField, Upload, UploadError};
 pub use policy::UploadPolicy;
-pub use session::{
-    FileWriter, StoredFile, StoredFiles, TextField, TextWriter, Upload, UploadError, UploadSession,
-};
+pub use session::{FileWriter, TextWriter, UploadSession};
 
 /// A file's stored name: 32 lowercase hex characters chosen by the store,
 /// never derived from anything the client sent (C4).

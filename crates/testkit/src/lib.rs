@@ -1,13 +1,19 @@
 //! The test kit of items-service: prove an adapter right against the ports
 //! of [`items_domain`], with the same checks the service's own adapters pass.
 //!
-//! - [`repositories`]: one check per MUST of `ItemRepository`,
-//!   `ProductRepository` and `UserRepository`;
+//! - [`repositories`]: one check per MUST of `ItemRepository`
+//!   ([`repositories::items`]), `ProductRepository`
+//!   ([`repositories::products`]) and `UserRepository`
+//!   ([`repositories::users`]);
 //! - [`uploads`]: one check per MUST of `UploadStore` and `PendingUpload`;
-//! - [`contract_tests!`]: every check of one contract as a `#[tokio::test]`,
-//!   for one adapter, in one line;
+//! - [`contract_tests!`]: every check of one contract as a test, for one
+//!   adapter, in one line;
 //! - [`tcp_proxy`]: a proxy a test can cut, to see what an adapter does
 //!   while its store is unreachable.
+//!
+//! A failed check says which rule broke, what it did, what it expected and
+//! what came back: "C7: the listing version changes on every write and on
+//! nothing else: after deleting item 2 the version was still 3".
 //!
 //! Behind features, for the service's own tests (an outside adapter needs
 //! none of them):
@@ -21,19 +27,27 @@
 //!
 //! # Checking an adapter
 //!
+//! With only `items-testkit` among the dev-dependencies (the macro brings
+//! its own tokio runtime):
+//!
 //! ```text
 //! // tests/contract.rs of a crate with a `BTreeMap` adapter:
 //! items_testkit::contract_tests!(repositories btreemap = Repositories::new(
 //!     MapItems::default(), MapProducts::default(), MapUsers::seeded(),
 //! ));
+//! // or, for a store that has only items:
+//! items_testkit::contract_tests!(items btreemap_items = Arc::new(MapItems::default()));
 //! ```
 //!
 //! A store that needs setting up and tearing down (a database per test)
-//! implements [`Fixture`] and [`RepositoryFixture`] and is built by an async
-//! expression: `contract_tests!(repositories postgres = Scratch::create().await)`.
-//! `crates/testkit/tests/btreemap_adapter.rs` is a whole adapter, written
-//! against the domain's public API only, that passes the kit.
+//! implements [`Fixture`] and [`RepositoryFixture`] (or
+//! [`ItemRepositoryFixture`]) and is built by an async expression:
+//! `contract_tests!(repositories postgres = Scratch::create().await)`.
+//! The crate `items-btreemap-adapter` (`crates/btreemap-adapter`) is a whole
+//! adapter, written against the domain's public API only, whose tests pass
+//! the kit with `items-testkit` as their only dev-dependency.
 
+mod answer;
 pub mod repositories;
 pub mod tcp_proxy;
 pub mod uploads;
@@ -49,7 +63,7 @@ use std::future::Future;
 
 #[cfg(feature = "log")]
 pub use log::init_test_log;
-pub use repositories::{Repositories, RepositoryFixture};
+pub use repositories::{ItemRepositoryFixture, Repositories, RepositoryFixture};
 pub use uploads::UploadStoreFixture;
 
 /// What a check runs against, and what is undone after it.
@@ -62,44 +76,71 @@ pub trait Fixture: Sized {
     }
 }
 
-/// Declares every check of one contract as a `#[tokio::test]` in a module of
-/// its own, each on a fixture built afresh by `setup`:
+/// Declares every check of one contract as a test in a module of its own,
+/// each on a fixture built afresh by `setup`:
 ///
 /// ```text
 /// contract_tests!(repositories in_memory = Repositories::new(items, products, users));
+/// contract_tests!(items map = Arc::new(MapItems::default()));
 /// contract_tests!(repositories postgres = ScratchStore::create().await);
 /// contract_tests!(upload_store disk = DiskFixture::open());
 /// ```
 ///
 /// - `repositories`: `setup` is a [`RepositoryFixture`] (plain
-///   [`Repositories`] are one); the checks of [`repositories`] run.
+///   [`Repositories`] are one); the checks of [`repositories::items`],
+///   [`repositories::products`] and [`repositories::users`] run.
+/// - `items`: `setup` is an [`ItemRepositoryFixture`] (an `Arc` of an
+///   `ItemRepository` is one), for a store that has only items; the checks
+///   of [`repositories::items`] run.
 /// - `upload_store`: `setup` is an [`UploadStoreFixture`]; the checks of
 ///   [`uploads`] run.
 ///
 /// `setup` is written inside each async test, so it may `.await`, and it
 /// sees the items of the module the macro is called in. After the check,
-/// pass or fail, the fixture's [`Fixture::teardown`] runs. The calling
-/// crate needs `tokio` (features `macros` and `rt`) among its
-/// dev-dependencies.
+/// pass or fail, the fixture's [`Fixture::teardown`] runs. Each test runs on
+/// a tokio runtime the kit builds (a current-thread one, as `#[tokio::test]`
+/// builds), so the calling crate needs only `items-testkit` among its
+/// dev-dependencies, not `tokio`.
 #[macro_export]
 macro_rules! contract_tests {
     (repositories $module:ident = $setup:expr) => {
-        $crate::__checks!(repositories, tests $module, $setup, repositories,
-            |fixture| $crate::RepositoryFixture::repositories(&fixture));
+        mod $module {
+            #[allow(unused_imports)] // `setup` may name nothing of the caller's
+            use super::*;
+            $crate::__checks!(items, tests $setup, items,
+                |fixture| $crate::RepositoryFixture::repositories(&fixture).items);
+            $crate::__checks!(products, tests $setup, products,
+                |fixture| $crate::RepositoryFixture::repositories(&fixture).products);
+            $crate::__checks!(users, tests $setup, users,
+                |fixture| $crate::RepositoryFixture::repositories(&fixture).users);
+        }
+    };
+    (items $module:ident = $setup:expr) => {
+        mod $module {
+            #[allow(unused_imports)] // `setup` may name nothing of the caller's
+            use super::*;
+            $crate::__checks!(items, tests $setup, items,
+                |fixture| $crate::ItemRepositoryFixture::items(&fixture));
+        }
     };
     (upload_store $module:ident = $setup:expr) => {
-        $crate::__checks!(upload_store, tests $module, $setup, uploads, |fixture| &fixture);
+        mod $module {
+            #[allow(unused_imports)] // `setup` may name nothing of the caller's
+            use super::*;
+            $crate::__checks!(upload_store, tests $setup, upload_store, |fixture| &fixture);
+        }
     };
 }
 
 /// The checks of each contract, once: [`contract_tests!`] declares a test
 /// per name, and a unit test of this crate fails when a public check of
-/// [`repositories`] or [`uploads`] is missing here (so none is silently left
-/// out). Not part of the kit's API.
+/// [`repositories::items`], [`repositories::products`],
+/// [`repositories::users`] or [`uploads`] is missing here (so none is
+/// silently left out). Not part of the kit's API.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __checks {
-    (repositories, $($then:tt)*) => {
+    (items, $($then:tt)*) => {
         $crate::__checks! { @apply [
             ids_start_at_1_and_count_up_c2,
             ids_are_never_reused_after_a_delete_c2,
@@ -112,12 +153,20 @@ macro_rules! __checks {
             list_pages_with_after_and_limit_and_says_when_more_follow_c10,
             list_filters_by_exact_name_and_counts_all_matches_c10,
             names_are_stored_exactly_c3,
-            products_get_counter_ids_and_keep_their_price_c2_c3,
-            users_are_the_two_seeded_users_c4,
             totals_stay_exact_under_concurrent_creates_and_deletes_c10,
             every_write_changes_the_listing_version_c7_c10,
             the_full_listing_streams_every_item_in_id_order_c10,
             a_write_during_a_listing_never_mixes_into_it_c7_c10,
+        ] $($then)* }
+    };
+    (products, $($then:tt)*) => {
+        $crate::__checks! { @apply [
+            products_get_counter_ids_and_keep_their_price_c2_c3,
+        ] $($then)* }
+    };
+    (users, $($then:tt)*) => {
+        $crate::__checks! { @apply [
+            users_are_the_two_seeded_users_c4,
         ] $($then)* }
     };
     (upload_store, $($then:tt)*) => {
@@ -131,21 +180,21 @@ macro_rules! __checks {
     (@apply [$($check:ident),* $(,)?] names) => {
         [$(stringify!($check)),*]
     };
-    (@apply [$($check:ident),* $(,)?] tests $module:ident, $setup:expr, $contract:ident,
+    (@apply [$($check:ident),* $(,)?] tests $setup:expr, $checks:ident,
         |$fixture:ident| $argument:expr) => {
-        mod $module {
-            #[allow(unused_imports)] // `setup` may name nothing of the caller's
-            use super::*;
-            $(
-                #[::tokio::test]
-                async fn $check() {
+        $(
+            #[test]
+            fn $check() {
+                $crate::__private::run(async {
                     let $fixture = $setup;
-                    let outcome =
-                        $crate::__private::catch_unwind($crate::$contract::$check($argument)).await;
+                    let outcome = $crate::__private::catch_unwind(
+                        $crate::__private::$checks::$check($argument),
+                    )
+                    .await;
                     $crate::__private::finish($fixture, outcome).await;
-                }
-            )*
-        }
+                });
+            }
+        )*
     };
 }
 
@@ -158,6 +207,20 @@ pub mod __private {
     use futures_util::FutureExt;
 
     use crate::Fixture;
+    pub use crate::repositories::{items, products, users};
+    pub use crate::uploads as upload_store;
+
+    /// Runs one check to its end on a runtime of its own, the one
+    /// `#[tokio::test]` builds: so the caller needs no `tokio` of its own.
+    pub fn run(test: impl Future<Output = ()>) {
+        match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(test),
+            Err(error) => panic!("the kit could not build a tokio runtime: {error}"),
+        }
+    }
 
     /// Runs a check, catching its panic so the fixture is still torn down.
     pub fn catch_unwind(
@@ -188,15 +251,85 @@ mod tests {
             .collect()
     }
 
+    /// The names of the `pub mod`s of a module's source.
+    fn public_modules(source: &str) -> BTreeSet<&str> {
+        source
+            .lines()
+            .filter_map(|line| line.strip_prefix("pub mod "))
+            .map(|rest| rest.trim_end_matches(';'))
+            .collect()
+    }
+
     #[test]
-    fn contract_tests_runs_every_public_repository_check() {
-        let listed = BTreeSet::from(crate::__checks!(repositories, names));
-        assert_eq!(listed, public_checks(include_str!("repositories.rs")));
+    fn contract_tests_runs_every_public_item_repository_check() {
+        let listed = BTreeSet::from(crate::__checks!(items, names));
+        let public: BTreeSet<&str> = [
+            include_str!("repositories/items.rs"),
+            include_str!("repositories/items/ids.rs"),
+            include_str!("repositories/items/writes.rs"),
+            include_str!("repositories/items/pages.rs"),
+            include_str!("repositories/items/full_listing.rs"),
+        ]
+        .into_iter()
+        .flat_map(public_checks)
+        .collect();
+        assert_eq!(
+            listed, public,
+            "`__checks!(items)` must list exactly the public checks of repositories/items/*.rs"
+        );
+    }
+
+    #[test]
+    fn contract_tests_runs_every_public_product_repository_check() {
+        let listed = BTreeSet::from(crate::__checks!(products, names));
+        let public = public_checks(include_str!("repositories/products.rs"));
+        assert_eq!(
+            listed, public,
+            "`__checks!(products)` must list exactly the public checks of repositories/products.rs"
+        );
+    }
+
+    #[test]
+    fn contract_tests_runs_every_public_user_repository_check() {
+        let listed = BTreeSet::from(crate::__checks!(users, names));
+        let public = public_checks(include_str!("repositories/users.rs"));
+        assert_eq!(
+            listed, public,
+            "`__checks!(users)` must list exactly the public checks of repositories/users.rs"
+        );
+    }
+
+    /// A check written in a module the guards above do not read would be
+    /// run by no `contract_tests!`: the checks live only in the modules
+    /// they read.
+    #[test]
+    fn every_repository_check_lives_in_a_module_the_guards_read() {
+        let repositories = include_str!("repositories.rs");
+        let items = include_str!("repositories/items.rs");
+        assert_eq!(
+            public_modules(repositories),
+            BTreeSet::from(["items", "products", "users"]),
+            "the repository checks are in the modules `contract_tests!` runs"
+        );
+        assert_eq!(
+            public_modules(items),
+            BTreeSet::from(["full_listing", "ids", "pages", "writes"]),
+            "the item checks are in the files the item guard reads"
+        );
+        assert_eq!(
+            public_checks(repositories),
+            BTreeSet::new(),
+            "repositories.rs holds no checks of its own"
+        );
     }
 
     #[test]
     fn contract_tests_runs_every_public_upload_store_check() {
         let listed = BTreeSet::from(crate::__checks!(upload_store, names));
-        assert_eq!(listed, public_checks(include_str!("uploads.rs")));
+        let public = public_checks(include_str!("uploads.rs"));
+        assert_eq!(
+            listed, public,
+            "`__checks!(upload_store)` must list exactly the public checks of uploads.rs"
+        );
     }
 }

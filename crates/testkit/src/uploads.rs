@@ -6,16 +6,13 @@
 //! now, committed or not. Run them all with
 //! [`contract_tests!`](crate::contract_tests).
 
-// A check fails by panicking, as a test does: `unwrap` is its assertion that
-// the store answered.
-#![allow(clippy::unwrap_used)]
-
 use std::collections::BTreeMap;
 use std::future::Future;
 
 use items_domain::UploadStore;
 
 use crate::Fixture;
+use crate::answer::Answer;
 
 /// A store under test, and a look behind its port: what
 /// `contract_tests!(upload_store …)` builds once per check.
@@ -35,29 +32,47 @@ pub trait UploadStoreFixture: Fixture {
 pub async fn a_committed_upload_holds_exactly_the_written_bytes_under_its_name_c4_c5(
     fixture: &impl UploadStoreFixture,
 ) {
-    let mut upload = fixture.store().begin().await.unwrap();
-    upload.write(b"hello ").await.unwrap();
-    upload.write(b"").await.unwrap();
-    upload.write(b"world").await.unwrap();
-    let name = upload.commit().await.unwrap();
+    let mut upload = fixture.store().begin().await.answer("begin an upload");
+    for chunk in [&b"hello "[..], b"", b"world"] {
+        upload
+            .write(chunk)
+            .await
+            .answer(format_args!("write {:?}", String::from_utf8_lossy(chunk)));
+    }
+    let name = upload.commit().await.answer("commit the upload");
 
     let contents = fixture.contents().await;
 
     assert_eq!(
         contents,
-        BTreeMap::from([(name.as_str().to_owned(), b"hello world".to_vec())])
+        BTreeMap::from([(name.as_str().to_owned(), b"hello world".to_vec())]),
+        "C5: a committed upload holds exactly the bytes written, under the name commit returned, \
+         and nothing else is left: wrote \"hello \", \"\" and \"world\" and committed as {:?}; \
+         the store holds {}",
+        name.as_str(),
+        described(&contents)
     );
 }
 
 /// C5: a request that fails leaves nothing behind: dropping a pending
 /// upload removes every byte written.
 pub async fn a_dropped_upload_leaves_nothing_behind_c5(fixture: &impl UploadStoreFixture) {
-    let mut upload = fixture.store().begin().await.unwrap();
-    upload.write(&[7; 10_000]).await.unwrap();
+    let mut upload = fixture.store().begin().await.answer("begin an upload");
+    upload
+        .write(&[7; 10_000])
+        .await
+        .answer("write 10,000 bytes");
 
     drop(upload);
 
-    assert_eq!(fixture.contents().await, BTreeMap::new());
+    let contents = fixture.contents().await;
+    assert_eq!(
+        contents,
+        BTreeMap::new(),
+        "C5: a dropped upload leaves nothing behind: wrote 10,000 bytes and dropped the upload \
+         uncommitted; the store holds {}",
+        described(&contents)
+    );
 }
 
 /// C4: every commit gets a name of its own, so one upload never replaces
@@ -67,9 +82,12 @@ pub async fn each_commit_gets_a_new_name_and_keeps_the_others_c4(
 ) {
     let mut names = Vec::new();
     for byte in 0..3u8 {
-        let mut upload = fixture.store().begin().await.unwrap();
-        upload.write(&[byte]).await.unwrap();
-        names.push(upload.commit().await.unwrap());
+        let mut upload = fixture.store().begin().await.answer("begin an upload");
+        upload
+            .write(&[byte])
+            .await
+            .answer(format_args!("write the byte {byte}"));
+        names.push(upload.commit().await.answer("commit the upload"));
     }
 
     let contents = fixture.contents().await;
@@ -79,7 +97,15 @@ pub async fn each_commit_gets_a_new_name_and_keeps_the_others_c4(
         .zip(0..3u8)
         .map(|(name, byte)| (name.as_str().to_owned(), vec![byte]))
         .collect();
-    assert_eq!(contents, expected);
+    assert_eq!(
+        contents,
+        expected,
+        "C4: every commit gets a name of its own and keeps the others: committed the bytes 0, 1 \
+         and 2 as {:?}; expected {}, the store holds {}",
+        names.iter().map(|name| name.as_str()).collect::<Vec<_>>(),
+        described(&expected),
+        described(&contents)
+    );
 }
 
 /// `remove` undoes a commit, and removing a name that is not there is no
@@ -88,10 +114,45 @@ pub async fn remove_deletes_a_committed_file_and_ignores_a_missing_one(
     fixture: &impl UploadStoreFixture,
 ) {
     let store = fixture.store();
-    let name = store.begin().await.unwrap().commit().await.unwrap();
+    let name = store
+        .begin()
+        .await
+        .answer("begin an upload")
+        .commit()
+        .await
+        .answer("commit an empty upload");
 
-    store.remove(&name).await.unwrap();
-    store.remove(&name).await.unwrap();
+    store
+        .remove(&name)
+        .await
+        .answer(format_args!("remove the committed {:?}", name.as_str()));
+    store.remove(&name).await.answer(format_args!(
+        "C5: removing a name that is not there is no error: remove {:?} a second time",
+        name.as_str()
+    ));
 
-    assert_eq!(fixture.contents().await, BTreeMap::new());
+    let contents = fixture.contents().await;
+    assert_eq!(
+        contents,
+        BTreeMap::new(),
+        "C5: remove deletes a committed file: committed {:?} and removed it twice; the store holds {}",
+        name.as_str(),
+        described(&contents)
+    );
+}
+
+/// What a store holds, for a message: each name with its size and at most
+/// its first 16 bytes.
+fn described(contents: &BTreeMap<String, Vec<u8>>) -> String {
+    if contents.is_empty() {
+        return "nothing".to_owned();
+    }
+    let files: Vec<String> = contents
+        .iter()
+        .map(|(name, bytes)| {
+            let shown = &bytes[..bytes.len().min(16)];
+            format!("{name:?} ({} bytes: {shown:?})", bytes.len())
+        })
+        .collect();
+    files.join(", ")
 }

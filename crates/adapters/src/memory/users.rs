@@ -2,7 +2,7 @@
 //! start.
 
 use async_trait::async_trait;
-use items_domain::{Id, RepositoryError, User, UserRepository};
+use items_domain::{RepositoryError, User, UserRepository, seeded_users};
 
 /// The read-only users of C4, fixed at start.
 #[derive(Debug)]
@@ -11,19 +11,10 @@ pub struct InMemoryUserRepository {
 }
 
 impl InMemoryUserRepository {
-    /// The two users every instance serves (C4).
+    /// The two users every instance serves (C4): the domain's list.
     pub fn seeded() -> Self {
         Self {
-            users: vec![
-                User {
-                    id: Id::new(1),
-                    name: "John Doe".to_owned(),
-                },
-                User {
-                    id: Id::new(2),
-                    name: "Jane Doe".to_owned(),
-                },
-            ],
+            users: seeded_users(),
         }
     }
 }

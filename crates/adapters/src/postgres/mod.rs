@@ -12,6 +12,7 @@ mod products;
 mod users;
 
 use std::str::FromStr;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -36,7 +37,18 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 pub const DEFAULT_POOL_SIZE: u32 = 10;
 
 /// The migrations in `crates/adapters/migrations`, embedded in the binary.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
+///
+/// Migrations applied by a newer release are not an error (sqlx's default
+/// is to refuse them): during a rolling upgrade the first new instance
+/// migrates, and every instance of the previous release must still start —
+/// after a crash, or when the upgrade is rolled back — on the expanded
+/// schema it was written to keep working on (`migrations/README.md`). An
+/// applied migration whose file was edited is still refused.
+pub static MIGRATOR: LazyLock<sqlx::migrate::Migrator> = LazyLock::new(|| {
+    let mut migrator = sqlx::migrate!();
+    migrator.set_ignore_missing(true);
+    migrator
+});
 
 /// Why the database could not be used at start.
 #[derive(Debug, thiserror::Error)]

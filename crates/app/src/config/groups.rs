@@ -18,6 +18,7 @@ use items_adapters::http::{BodyLimits, RateLimitSettings, UploadLimits};
 use items_adapters::postgres::DEFAULT_POOL_SIZE;
 use items_domain::defaults as limits;
 
+use super::DatabaseUrl;
 use crate::defaults;
 
 /// The public listener: where it binds, what bodies it accepts, how it logs.
@@ -74,14 +75,26 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Store")]
 pub struct StoreConfig {
+    /// `sqlite://PATH` (a durable file, created when missing) or a
     /// PostgreSQL URL (`postgres://…`); unset keeps everything in memory.
-    #[arg(long, env = "DATABASE_URL", value_parser = parse_database_url)]
+    #[arg(long, env = "DATABASE_URL", value_parser = super::database::parse_database_url)]
     pub database_url: Option<String>,
 
     /// PostgreSQL connections per instance (1–1000).
     #[arg(long, env = "DATABASE_POOL_SIZE", default_value_t = DEFAULT_POOL_SIZE,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub database_pool_size: u32,
+}
+
+impl StoreConfig {
+    /// The durable store `DATABASE_URL` names; `None` keeps everything in
+    /// memory.
+    pub fn database(&self) -> Option<DatabaseUrl> {
+        // The value parser accepted the URL, so it parses again.
+        self.database_url
+            .as_deref()
+            .and_then(|url| DatabaseUrl::parse(url).ok())
+    }
 }
 
 /// Rate limiting (C9): the budget, who the client is, where budgets live.
@@ -198,28 +211,22 @@ fn parse_trust_proxy(raw: &str) -> Result<u32, String> {
     }
 }
 
+/// `REDIS_URL`: a `redis://` URL naming a server. `rediss://` (TLS) is
+/// refused here, in one line, rather than at the first connection: the
+/// Redis client is built without TLS support.
 fn parse_redis_url(raw: &str) -> Result<String, String> {
-    url_with_scheme(raw, ["redis", "rediss"])
-}
-
-fn parse_database_url(raw: &str) -> Result<String, String> {
-    url_with_scheme(raw, ["postgres", "postgresql"])
-}
-
-/// `raw` when it starts with `<scheme>://` for one of `schemes` (in any case)
-/// and names something after it; otherwise the rule it broke.
-fn url_with_scheme(raw: &str, schemes: [&str; 2]) -> Result<String, String> {
-    let rest = schemes.iter().find_map(|scheme| {
-        let prefix = format!("{scheme}://");
-        raw.get(..prefix.len())
-            .filter(|start| start.eq_ignore_ascii_case(&prefix))
-            .map(|_| &raw[prefix.len()..])
-    });
-    match rest {
-        Some(rest) if !rest.is_empty() => Ok(raw.to_owned()),
-        _ => Err(format!(
-            "must be a {}:// or {}:// URL",
-            schemes[0], schemes[1]
-        )),
+    let scheme_is = |scheme: &str| {
+        raw.get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
+    };
+    if scheme_is("rediss://") {
+        return Err(
+            "TLS to Redis (rediss://) is not supported; use redis:// on a trusted network"
+                .to_owned(),
+        );
+    }
+    match scheme_is("redis://") && raw.len() > "redis://".len() {
+        true => Ok(raw.to_owned()),
+        false => Err("must be a redis:// URL".to_owned()),
     }
 }

@@ -4,6 +4,7 @@
 //! per thing they configure: [`ServerConfig`], [`StoreConfig`],
 //! [`LimiterConfig`], [`UploadsConfig`], [`AdminConfig`].
 
+mod database;
 mod groups;
 
 use std::ffi::OsString;
@@ -11,6 +12,7 @@ use std::ffi::OsString;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
+pub use database::DatabaseUrl;
 pub use groups::{AdminConfig, LimiterConfig, LogFormat, ServerConfig, StoreConfig, UploadsConfig};
 
 /// A JSON-over-HTTP service for items, products and users. Every setting is
@@ -273,6 +275,16 @@ mod tests {
     }
 
     #[test]
+    fn tls_to_redis_is_refused_in_one_line_since_the_client_has_no_tls_c1() {
+        for url in ["rediss://cache.internal:6380", "REDISS://h"] {
+            let line = invalid(&["--redis-url", url]);
+            assert!(line.contains("REDIS_URL"), "{line}");
+            assert!(line.contains("TLS to Redis"), "{line}");
+            assert!(!line.contains('\n'), "{line}");
+        }
+    }
+
+    #[test]
     fn an_unknown_option_is_named_with_a_pointer_to_help_c1() {
         let line = invalid(&["--bogus"]);
         assert_eq!(
@@ -334,7 +346,7 @@ mod tests {
     }
 
     #[test]
-    fn database_urls_must_be_postgres_c1() {
+    fn database_urls_must_be_postgres_or_sqlite_c1() {
         let config = parse(&["--database-url", "postgresql://localhost/test"]).unwrap();
         assert_eq!(
             config.store.database_url.as_deref(),
@@ -343,6 +355,15 @@ mod tests {
         assert!(parse(&["--database-url", "postgres://u@h:5432/db"]).is_ok());
         assert!(parse(&["--database-url", "postgres://"]).is_err());
         assert!(parse(&["--database-url", "localhost:5432"]).is_err());
+        let config = parse(&["--database-url", "sqlite:///srv/items.db"]).unwrap();
+        assert_eq!(
+            config.store.database(),
+            Some(DatabaseUrl::Sqlite("/srv/items.db".into()))
+        );
+        assert_eq!(parse(&[]).unwrap().store.database(), None);
+        let line = invalid(&["--database-url", "sqlite::memory:"]);
+        assert!(line.contains("DATABASE_URL"), "{line}");
+        assert!(!line.contains('\n'), "{line}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! binary as a process for its signals, exit statuses, messages and log
 //! (C1), its admin listener (C11), the item lifecycle over real HTTP, CORS
 //! in a real browser (C8), a flood of idle connections, several instances on
-//! one database, and the fleet behind haproxy. Every instance starts on
+//! one database, the durable SQLite file (C12), the fleet behind haproxy,
+//! and crash tests (SIGKILL under write load, C12). Every instance starts on
 //! port 0 and reports the ports it got.
 
 #![allow(clippy::unwrap_used)]
@@ -13,10 +14,12 @@ mod helpers;
 mod admin;
 mod browser;
 mod connections;
+mod crash;
 mod fleet;
 mod library;
 mod lifecycle;
 mod migrate;
 mod operator;
+mod sqlite;
 mod startup;
 mod two_instances;

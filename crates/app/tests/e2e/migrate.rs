@@ -1,7 +1,7 @@
 //! `items-service migrate` (C1, `docs/operations.md` "Upgrading"): the
-//! built binary applies the schema to a scratch PostgreSQL database and
-//! exits 0, does nothing the second time, and otherwise exits with one line
-//! saying why.
+//! built binary applies the schema to a scratch PostgreSQL database, or to
+//! a new SQLite file, and exits 0, does nothing the second time, and
+//! otherwise exits with one line saying why.
 
 use std::time::{Duration, Instant};
 
@@ -112,4 +112,39 @@ fn without_a_database_url_there_is_nothing_to_migrate_exit_2_c1() {
         "items-service: migrate needs DATABASE_URL (--database-url): \
          in memory there is no schema to migrate\n"
     );
+}
+
+#[tokio::test]
+async fn migrate_creates_and_migrates_a_sqlite_file_c1_c12() {
+    let directory = tempfile::tempdir().unwrap();
+    let file = directory.path().join("items.db");
+    let url = format!("sqlite://{}", file.display());
+
+    let (status, stdout, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
+
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        format!(
+            "items-service: the schema is up to date: sqlite path={}\n",
+            file.display()
+        )
+    );
+    let mut connection = sqlx::SqliteConnection::connect(&format!("{url}?mode=ro"))
+        .await
+        .unwrap();
+    let tables: Vec<String> =
+        sqlx::query_scalar("select name from sqlite_master where type = 'table' order by 1")
+            .fetch_all(&mut connection)
+            .await
+            .unwrap();
+    connection.close().await.unwrap();
+    for table in ["items", "products", "users"] {
+        assert!(
+            tables.iter().any(|name| name == table),
+            "{table} in {tables:?}"
+        );
+    }
+    let (again, _, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
+    assert_eq!(again.code(), Some(0), "{stderr}");
 }

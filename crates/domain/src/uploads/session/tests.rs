@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use mockall::predicate::eq;
 
 use super::*;
-use crate::uploads::{MockUploadStore, UploadService};
+use crate::uploads::{MockUploadStore, StoredName, UploadService};
 
 /// What became of a file the store began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,8 @@
-//! An adapter written as a stranger would write one: only `items_domain`'s
-//! public API, a `BTreeMap` behind a lock, and the kit's one line at the end
-//! that runs every repository check against it. `docs/architecture.md`
-//! ("Write your own adapter") walks through it.
+//! An adapter written as a stranger would write one: the three repository
+//! ports of `items_domain` over `BTreeMap`s behind locks, using the domain's
+//! public API only. `tests/contract.rs` runs the kit against it with one
+//! line per mode, and this crate's only dev-dependency is `items-testkit`.
+//! `docs/architecture.md` ("Write your own adapter") walks through it.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -11,9 +12,8 @@ use async_trait::async_trait;
 use futures_util::stream;
 use items_domain::{
     Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Price, Product,
-    ProductRepository, Replaced, RepositoryError, User, UserRepository,
+    ProductRepository, Replaced, Repositories, RepositoryError, User, UserRepository,
 };
-use items_testkit::Repositories;
 
 /// How many items one batch of a full listing holds.
 const BATCH: usize = 1000;
@@ -76,14 +76,13 @@ impl ItemRepository for MapItems {
         })
     }
 
-    /// Each batch is read under the lock on its own, so a listing never
-    /// holds the map; a write in between changes the version, and the
-    /// listing then ends with an error rather than mix two versions.
-    /// The simplest snapshot: every item copied under one read lock (a name
-    /// is an `Arc<str>`, so a copy is a pointer), then streamed in batches.
-    /// A write after that cannot reach the listing (C7, C10). It costs one
-    /// `Item` per item while the listing lasts; a store for large
-    /// collections would share structure with its snapshots instead.
+    /// A snapshot, the simplest way: every item copied under one read lock
+    /// (a name is an `Arc<str>`, so a copy is a pointer), then streamed in
+    /// batches. A write after that cannot reach the listing (C7, C10). It
+    /// holds one `Item` per item while the listing lasts; a store for large
+    /// collections shares structure with its snapshots instead (the
+    /// service's in-memory store shares 512-item chunks) or reads them from
+    /// a database transaction.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
         let (version, snapshot) = {
             let collection = self.read()?;
@@ -171,29 +170,20 @@ impl ProductRepository for MapProducts {
     }
 }
 
-/// The two users every store starts with (C4).
+/// The two users every store starts with (C4): the domain's list.
 #[derive(Debug)]
-pub struct MapUsers(BTreeMap<Id, User>);
+pub struct MapUsers(Vec<User>);
 
 impl MapUsers {
     pub fn seeded() -> Self {
-        let user = |id, name: &str| {
-            (
-                Id::new(id),
-                User {
-                    id: Id::new(id),
-                    name: name.to_owned(),
-                },
-            )
-        };
-        Self(BTreeMap::from([user(1, "John Doe"), user(2, "Jane Doe")]))
+        Self(items_domain::seeded_users())
     }
 }
 
 #[async_trait]
 impl UserRepository for MapUsers {
     async fn list(&self) -> Result<Vec<User>, RepositoryError> {
-        Ok(self.0.values().cloned().collect())
+        Ok(self.0.clone())
     }
 }
 
@@ -205,6 +195,3 @@ pub fn btreemap_repositories() -> Repositories {
         MapUsers::seeded(),
     )
 }
-
-// Every repository check of the kit, each on a fresh store.
-items_testkit::contract_tests!(repositories btreemap = btreemap_repositories());

@@ -1,0 +1,132 @@
+//! A released migration is never edited. sqlx stores each applied
+//! migration's SHA-384 in `_sqlx_migrations` and refuses to start on a
+//! database whose applied migration no longer matches its file — in
+//! production, after the deploy. `CHECKSUMS` beside the migrations (the
+//! output of `sha384sum 0*.sql`) catches the edit here instead. Also here:
+//! the previous release starts on a schema a newer release has migrated.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use items_adapters::postgres::{ConnectError, PostgresStore};
+use items_testkit::Fixture;
+use items_testkit::postgres::ScratchStore;
+use sqlx::migrate::{MigrateError, Migrator};
+use sqlx::{Connection, Executor};
+
+use crate::migration_folders;
+
+/// The `<sha384 hex>  <file>` lines of `folder/CHECKSUMS`, by file name.
+fn released_checksums(folder: &Path) -> Option<BTreeMap<String, String>> {
+    let listed = std::fs::read_to_string(folder.join("CHECKSUMS")).ok()?;
+    Some(
+        listed
+            .lines()
+            .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))
+            .map(|line| {
+                let (checksum, file) = line.split_once("  ").unwrap();
+                (file.trim().to_owned(), checksum.to_owned())
+            })
+            .collect(),
+    )
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+#[tokio::test]
+async fn a_released_migration_file_is_never_edited() {
+    let mut failures = Vec::new();
+    for folder in migration_folders() {
+        // Read as sqlx reads them at build time, checksums included.
+        let migrator = Migrator::new(folder.as_path()).await.unwrap();
+        let files: BTreeMap<String, String> = crate::migration_files(&folder)
+            .iter()
+            .zip(migrator.iter())
+            .map(|(file, migration)| {
+                let name = file.file_name().unwrap().to_string_lossy().into_owned();
+                assert!(name.starts_with(&format!("{:04}_", migration.version)));
+                (name, hex(&migration.checksum))
+            })
+            .collect();
+        let Some(released) = released_checksums(&folder) else {
+            failures.push(format!(
+                "{}/CHECKSUMS is missing; write it with `sha384sum 0*.sql > CHECKSUMS` there",
+                folder.display()
+            ));
+            continue;
+        };
+        for (file, checksum) in &files {
+            match released.get(file) {
+                None => failures.push(format!(
+                    "{file} is not in {}/CHECKSUMS: add the line `{checksum}  {file}`",
+                    folder.display()
+                )),
+                Some(listed) if listed != checksum => failures.push(format!(
+                    "{file} changed after release: a database that applied it would refuse \
+                     this build at start. Restore it and put the change in a new migration \
+                     (if it was never released, its line becomes `{checksum}  {file}`)"
+                )),
+                Some(_) => {}
+            }
+        }
+        for file in released.keys().filter(|file| !files.contains_key(*file)) {
+            failures.push(format!(
+                "{file} is listed as released but is gone: a database that applied it \
+                 cannot tell what this build would do"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[tokio::test]
+async fn sqlx_refuses_to_start_on_a_database_where_an_edited_migration_was_applied() {
+    let scratch = ScratchStore::create().await;
+    let mut connection = sqlx::PgConnection::connect_with(&scratch.database.options())
+        .await
+        .unwrap();
+    connection
+        .execute("update _sqlx_migrations set checksum = '\\x00' where version = 1")
+        .await
+        .unwrap();
+    connection.close().await.unwrap();
+
+    let refused = PostgresStore::connect(scratch.database.options(), 1, Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            ConnectError::Migrate(MigrateError::VersionMismatch(1))
+        ),
+        "{refused:?}"
+    );
+    scratch.teardown().await;
+}
+
+#[tokio::test]
+async fn the_previous_release_starts_on_a_schema_a_newer_release_migrated() {
+    let scratch = ScratchStore::create().await;
+    // What a newer release leaves behind: one more applied migration.
+    let mut connection = sqlx::PgConnection::connect_with(&scratch.database.options())
+        .await
+        .unwrap();
+    connection
+        .execute(
+            "insert into _sqlx_migrations \
+                 (version, description, success, checksum, execution_time) \
+             values (9999, 'from a newer release', true, '\\x00', 0)",
+        )
+        .await
+        .unwrap();
+    connection.close().await.unwrap();
+
+    let started =
+        PostgresStore::connect(scratch.database.options(), 1, Duration::from_secs(5)).await;
+    assert!(started.is_ok(), "{:?}", started.err());
+    started.unwrap().close().await;
+    scratch.teardown().await;
+}
