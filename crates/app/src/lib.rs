@@ -23,6 +23,7 @@ pub mod config;
 pub mod defaults;
 pub mod listening;
 mod metrics;
+pub mod migrate;
 pub mod startup;
 pub mod telemetry;
 

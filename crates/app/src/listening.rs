@@ -65,7 +65,7 @@ impl Listening {
 /// Where the data lives, for the start-up line: `memory`, `PostgreSQL`
 /// and the URL with its password hidden, or `sqlite path=` and the file's
 /// absolute path (a relative one resolved against the working directory).
-fn store_description(database_url: Option<&str>) -> String {
+pub(crate) fn store_description(database_url: Option<&str>) -> String {
     match database_url.map(DatabaseUrl::parse) {
         None => "memory".to_owned(),
         Some(Ok(DatabaseUrl::Sqlite(path))) => {

@@ -1,7 +1,8 @@
 //! `items-service`, the binary: parses the configuration (C1), installs
 //! logging and the signal handlers, builds the application (`items_app`),
 //! runs it until SIGINT or SIGTERM and turns every outcome into an exit
-//! status; `items-service openapi` prints the OpenAPI document instead.
+//! status; `items-service openapi` prints the OpenAPI document instead,
+//! and `items-service migrate` brings the database's schema up to date.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -24,21 +25,41 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Some(config::Command::Openapi) = config.command {
-        return print_openapi();
+    match config.command {
+        Some(config::Command::Openapi) => print_openapi(),
+        // No logging installed: what `migrate` has to say is its one line.
+        Some(config::Command::Migrate) => on_runtime(migrate(config)),
+        None => {
+            let _log_writer = telemetry::init(config.server.log_format);
+            on_runtime(run(config))
+        }
     }
-    let _log_writer = telemetry::init(config.server.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+}
+
+/// Runs `work` to completion on a multi-threaded Tokio runtime.
+fn on_runtime(work: impl Future<Output = ExitCode>) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(runtime) => runtime,
+        Ok(runtime) => runtime.block_on(work),
         Err(error) => {
             eprintln!("items-service: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
+            ExitCode::FAILURE
         }
-    };
-    runtime.block_on(run(config))
+    }
+}
+
+/// `items-service migrate`: one line, on stdout when the schema is up to
+/// date (exit 0), else on stderr with the reason (exit 1; 2 for a setting).
+async fn migrate(config: Config) -> ExitCode {
+    match items_app::migrate::migrate(&config.store).await {
+        Ok(done) => print_to_stdout(&format!("items-service: {done}\n")),
+        Err(error) => {
+            eprintln!("items-service: {}", ErrorChain(&error));
+            ExitCode::from(error.exit_code())
+        }
+    }
 }
 
 /// `items-service openapi`: the document on stdout (C1).

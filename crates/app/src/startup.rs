@@ -113,7 +113,7 @@ impl Application {
             .as_deref()
             .map(open_redis)
             .transpose()?;
-        let store = Store::open(&config.store).await?;
+        let store = Store::open(&config.store, DATABASE_PATIENCE).await?;
         let services = Services::new(
             store.repositories(),
             Arc::new(uploads),
@@ -201,15 +201,16 @@ impl Application {
     }
 }
 
-/// Binds the admin listener on `HOST:port` and installs the metrics
-/// recorder it serves; the store's gauges are read at scrape time.
+/// Binds the admin listener on `ADMIN_HOST:port` (`HOST` unless set) and
+/// installs the metrics recorder it serves; the store's gauges are read at
+/// scrape time.
 fn admin(
     config: &Config,
     port: u16,
     readiness: Arc<Readiness>,
     store: Store,
 ) -> Result<Admin, StartError> {
-    let (listener, address) = bind(SocketAddr::new(config.server.host, port))?;
+    let (listener, address) = bind(config.admin.address(config.server.host, port))?;
     let metrics = crate::metrics::install()?;
     let handle = metrics.clone();
     let render: RenderMetrics = Arc::new(move || {
@@ -261,7 +262,7 @@ fn rate_limiter(redis: Option<Arc<RedisRateLimitStore>>) -> RateLimiter {
 /// The store the configuration names, open: each one hands out the three
 /// repositories the use cases run on, so another store is one more variant.
 #[derive(Debug, Clone)]
-enum Store {
+pub(crate) enum Store {
     /// In this process (no `DATABASE_URL`).
     Memory,
     /// PostgreSQL (`DATABASE_URL=postgres://…`).
@@ -271,12 +272,12 @@ enum Store {
 }
 
 impl Store {
-    /// Opens the store `config` names, waiting up to [`DATABASE_PATIENCE`]
-    /// for a database.
-    async fn open(config: &StoreConfig) -> Result<Self, StartError> {
+    /// Opens the store `config` names, its schema migrated, waiting up to
+    /// `patience` for a PostgreSQL server ([`DATABASE_PATIENCE`] at start).
+    pub(crate) async fn open(config: &StoreConfig, patience: Duration) -> Result<Self, StartError> {
         match config.database() {
             None => Ok(Self::Memory),
-            Some(DatabaseUrl::Postgres(url)) => connect(&url, config.database_pool_size)
+            Some(DatabaseUrl::Postgres(url)) => connect(&url, config.database_pool_size, patience)
                 .await
                 .map(Self::Postgres),
             Some(DatabaseUrl::Sqlite(path)) => {
@@ -315,10 +316,13 @@ impl Store {
     }
 
     /// Lets the store finish: a SQLite store commits every write it
-    /// accepted and closes the file; the others have nothing to finish.
-    async fn close(&self) {
-        if let Self::Sqlite(store) = self {
-            store.close().await;
+    /// accepted and closes the file, a PostgreSQL pool closes its
+    /// connections; in memory there is nothing to finish.
+    pub(crate) async fn close(&self) {
+        match self {
+            Self::Memory => {}
+            Self::Postgres(store) => store.close().await,
+            Self::Sqlite(store) => store.close().await,
         }
     }
 }
@@ -349,8 +353,12 @@ async fn open_sqlite(url: &str, path: &std::path::Path) -> Result<SqliteStore, S
     Ok(SqliteStore::open(path, SqliteSettings::default()).await?)
 }
 
-async fn connect(url: &str, pool_size: u32) -> Result<PostgresStore, StartError> {
-    PostgresStore::connect_url(url, pool_size, DATABASE_PATIENCE)
+async fn connect(
+    url: &str,
+    pool_size: u32,
+    patience: Duration,
+) -> Result<PostgresStore, StartError> {
+    PostgresStore::connect_url(url, pool_size, patience)
         .await
         .map_err(|error| match error {
             ConnectError::InvalidUrl(cause) => {

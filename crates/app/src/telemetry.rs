@@ -1,5 +1,5 @@
 //! Logging: one line per request from the HTTP adapter, as text or JSON
-//! (`LOG_FORMAT`), at the level `RUST_LOG` asks for (default `info`).
+//! (`LOG_FORMAT`), at the level `RUST_LOG` asks for (default: [`DEFAULT_FILTER`]).
 //!
 //! Lines are handed to a background thread that writes them through a buffer
 //! (`tracing-appender`'s non-blocking writer): a worker serving a request
@@ -19,10 +19,18 @@ use crate::config::LogFormat;
 /// still absorb a burst far longer than one write takes.
 const QUEUED_LINES: usize = 16_384;
 
+/// The filter when `RUST_LOG` is unset: `info`, without actix-server's
+/// `starting N workers`, which it logs as each listener is built, before the
+/// service's own start-up line. So the first line of the log is the
+/// `listening` line, naming the addresses and the store (README). Its other
+/// lines (shutdown of the workers) come from other modules and stay.
+pub const DEFAULT_FILTER: &str = "info,actix_server::builder=warn";
+
 /// Installs the subscriber. Keep the guard until exit: dropping it flushes
 /// the lines still queued.
 pub fn init(format: LogFormat) -> WorkerGuard {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let (writer, guard) = NonBlockingBuilder::default()
         .buffered_lines_limit(QUEUED_LINES)
         .finish(std::io::BufWriter::new(std::io::stdout()));

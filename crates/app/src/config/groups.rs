@@ -160,10 +160,16 @@ impl From<&UploadsConfig> for UploadLimits {
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Admin")]
 pub struct AdminConfig {
-    /// Port of the admin listener (`/livez`, `/readyz`, `/metrics`) on HOST;
-    /// unset: no admin listener (C11).
+    /// Port of the admin listener (`/livez`, `/readyz`, `/metrics`) on
+    /// ADMIN_HOST; unset: no admin listener (C11).
     #[arg(long, env = "ADMIN_PORT")]
     pub admin_port: Option<u16>,
+
+    /// Address the admin listener binds (an IP address, or `localhost`);
+    /// unset: HOST. `127.0.0.1` keeps probes and metrics off the network
+    /// the public port serves (C11).
+    #[arg(long, env = "ADMIN_HOST", value_parser = parse_host)]
+    pub admin_host: Option<IpAddr>,
 
     /// With an admin listener: how long, after SIGINT/SIGTERM, `/readyz`
     /// answers 503 while requests are still served, so a load balancer
@@ -174,6 +180,12 @@ pub struct AdminConfig {
 }
 
 impl AdminConfig {
+    /// Where the admin listener binds on `port`: ADMIN_HOST, else the public
+    /// listener's `host` (C1, C11).
+    pub fn address(&self, host: IpAddr, port: u16) -> SocketAddr {
+        SocketAddr::new(self.admin_host.unwrap_or(host), port)
+    }
+
     /// How long `/readyz` says 503 before the server drains.
     pub fn drain(&self) -> Duration {
         Duration::from_millis(self.shutdown_drain_ms)

@@ -50,6 +50,9 @@ pub struct Config {
 pub enum Command {
     /// Print the OpenAPI document and exit.
     Openapi,
+    /// Apply the schema to DATABASE_URL and exit: 0 when it is up to date,
+    /// 1 with the reason when the database could not be migrated.
+    Migrate,
 }
 
 /// What to do instead of running, when the command line says so.
@@ -117,8 +120,16 @@ fn one_line(error: &clap::Error) -> String {
             "items-service: unknown option {argument:?}; `items-service --help` lists every setting"
         );
     }
+    let value = context(ContextKind::InvalidValue);
+    // A flag given without its value (`--port` last on the line): clap
+    // reports an empty value and, for a number, an empty list of the
+    // accepted ones.
+    let missing = error.kind() == ErrorKind::InvalidValue && value.as_deref() == Some("");
     let reason = match error.get(ContextKind::ValidValue) {
-        Some(ContextValue::Strings(valid)) => format!("must be one of: {}", valid.join(", ")),
+        Some(ContextValue::Strings(valid)) if !valid.is_empty() => {
+            format!("must be one of: {}", valid.join(", "))
+        }
+        _ if missing => "needs a value".to_owned(),
         _ => reason,
     };
     match flag.filter(|flag| flag.starts_with("--")) {
@@ -132,7 +143,10 @@ fn one_line(error: &clap::Error) -> String {
                 .trim_start_matches("--")
                 .replace('-', "_")
                 .to_uppercase();
-            let value = context(ContextKind::InvalidValue).unwrap_or_default();
+            if missing {
+                return format!("items-service: invalid {variable} ({flag}): {reason}");
+            }
+            let value = value.unwrap_or_default();
             format!("items-service: invalid {variable} ({flag}) {value:?}: {reason}")
         }
         None => format!("items-service: {reason}"),
@@ -231,6 +245,7 @@ mod tests {
             (&["--database-pool-size", "1001"][..], "DATABASE_POOL_SIZE"),
             (&["--database-pool-size", "ten"][..], "DATABASE_POOL_SIZE"),
             (&["--admin-port", "70000"][..], "ADMIN_PORT"),
+            (&["--admin-host", "admin.internal"][..], "ADMIN_HOST"),
             (&["--shutdown-drain-ms", "60001"][..], "SHUTDOWN_DRAIN_MS"),
         ] {
             let line = invalid(args);
@@ -283,6 +298,40 @@ mod tests {
         let line = invalid(&["--log-format", "xml"]);
         assert!(line.contains("LOG_FORMAT"), "{line}");
         assert!(line.ends_with("must be one of: text, json"), "{line}");
+    }
+
+    #[test]
+    fn a_flag_without_its_value_is_named_as_needing_one_c1() {
+        assert_eq!(
+            invalid(&["--port"]),
+            "items-service: invalid PORT (--port): needs a value"
+        );
+        assert_eq!(
+            invalid(&["--admin-host"]),
+            "items-service: invalid ADMIN_HOST (--admin-host): needs a value"
+        );
+        assert_eq!(
+            invalid(&["--log-format"]),
+            "items-service: invalid LOG_FORMAT (--log-format): must be one of: text, json"
+        );
+    }
+
+    #[test]
+    fn the_admin_listener_binds_on_admin_host_else_on_host_c1_c11() {
+        let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let config = parse(&["--host", "0.0.0.0", "--admin-port", "9090"]).unwrap();
+        assert_eq!(config.admin.admin_host, None);
+        assert_eq!(
+            config.admin.address(config.server.host, 9090),
+            "0.0.0.0:9090".parse().unwrap()
+        );
+
+        let config = parse(&["--admin-host", "localhost", "--admin-port", "9090"]).unwrap();
+        assert_eq!(config.admin.admin_host, Some(loopback));
+        assert_eq!(
+            config.admin.address(config.server.host, 9090),
+            "127.0.0.1:9090".parse().unwrap()
+        );
     }
 
     #[test]

@@ -76,3 +76,49 @@ async fn without_an_admin_port_there_is_no_admin_listener_and_sigterm_exits_at_o
         "no drain delay"
     );
 }
+
+#[tokio::test]
+async fn admin_host_keeps_the_admin_listener_off_the_public_address_c1_c11() {
+    // Public on every interface, admin on loopback's 127.0.0.1 only: the
+    // public port answers on 127.0.0.2 too, the admin port does not.
+    let service = Service::start(&[
+        ("HOST", "0.0.0.0"),
+        ("ADMIN_PORT", "0"),
+        ("ADMIN_HOST", "127.0.0.1"),
+    ])
+    .await;
+    let log = service.log_once_it_contains("listening").await;
+    let public = service.listening.address.port();
+    let admin = service.listening.admin_address.unwrap();
+    assert_eq!(admin.ip().to_string(), "127.0.0.1", "{log}");
+    assert!(
+        log.contains(&format!(
+            "address=0.0.0.0:{public} admin_address=127.0.0.1:"
+        )),
+        "the start-up line names the admin address bound: {log}"
+    );
+    let http = reqwest::Client::new();
+    let on_another_address = |port: u16, path: &str| {
+        http.get(format!("http://127.0.0.2:{port}{path}"))
+            .timeout(Duration::from_secs(5))
+            .send()
+    };
+
+    assert_eq!(on_another_address(public, "/").await.unwrap().status(), 200);
+    assert_eq!(service.admin().get("/livez").await.status(), 200);
+    let refused = on_another_address(admin.port(), "/metrics").await;
+    assert!(
+        refused.as_ref().is_err_and(reqwest::Error::is_connect),
+        "the admin port answered on 127.0.0.2: {refused:?}"
+    );
+}
+
+#[tokio::test]
+async fn without_admin_host_the_admin_listener_binds_on_host_c11() {
+    let service = Service::start(&[("HOST", "127.0.0.1"), ("ADMIN_PORT", "0")]).await;
+
+    let admin = service.listening.admin_address.unwrap();
+
+    assert_eq!(admin.ip().to_string(), "127.0.0.1");
+    assert_eq!(service.admin().get("/livez").await.status(), 200);
+}

@@ -84,20 +84,39 @@ impl Service {
         Self::launch(binary(), settings).await
     }
 
+    /// Like [`Service::start`], with `RUST_LOG` unset: the log an operator
+    /// gets by default, request lines included.
+    #[allow(dead_code)] // used by some test modules only
+    pub async fn start_with_the_default_log(settings: &[(&str, &str)]) -> Self {
+        let mut command = binary();
+        command.env_remove("RUST_LOG");
+        Self::launch_with_log_filter(command, None, settings).await
+    }
+
     /// Like [`Service::start`], with `command` as the process to start.
     #[allow(dead_code)] // used by some test modules only
     pub async fn start_command(command: Command, settings: &[(&str, &str)]) -> Self {
         Self::launch(command, settings).await
     }
 
-    async fn launch(mut command: Command, settings: &[(&str, &str)]) -> Self {
+    async fn launch(command: Command, settings: &[(&str, &str)]) -> Self {
+        Self::launch_with_log_filter(command, Some(START_UP_LINE_AND_WARNINGS), settings).await
+    }
+
+    async fn launch_with_log_filter(
+        mut command: Command,
+        log_filter: Option<&str>,
+        settings: &[(&str, &str)],
+    ) -> Self {
         let files = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(files.path().join("service.log")).unwrap();
+        if let Some(filter) = log_filter {
+            command.env("RUST_LOG", filter);
+        }
         command
             .env("HOST", "127.0.0.1")
             .env("PORT", "0")
             .env("UPLOADS_DIR", files.path().join("uploads"))
-            .env("RUST_LOG", START_UP_LINE_AND_WARNINGS)
             .envs(settings.iter().copied())
             .stdout(log)
             .stderr(Stdio::piped());

@@ -18,6 +18,7 @@ mod crash;
 mod fleet;
 mod library;
 mod lifecycle;
+mod migrate;
 mod operator;
 mod sqlite;
 mod startup;

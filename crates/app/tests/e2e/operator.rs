@@ -131,3 +131,29 @@ fn a_database_that_does_not_exist_fails_at_once_with_one_clear_line() {
         started.elapsed()
     );
 }
+
+#[tokio::test]
+async fn the_first_line_of_the_default_log_is_the_start_up_line_c1_c11() {
+    // The README promises it: with RUST_LOG unset, over PostgreSQL and with
+    // an admin listener (each adds lines at start), nothing comes before it.
+    let url = test_database_url();
+    let database = ScratchDatabase::create(&url).await.unwrap();
+    let database_url = database.url();
+    let service = Service::start_with_the_default_log(&[
+        ("DATABASE_URL", database_url.as_str()),
+        ("ADMIN_PORT", "0"),
+    ])
+    .await;
+
+    let log = service.log_once_it_contains("listening").await;
+
+    let first = log.lines().next().unwrap_or_default();
+    assert_eq!(
+        Listening::from_log_line(first),
+        Some(service.listening),
+        "{log}"
+    );
+    assert!(first.contains("store=PostgreSQL"), "{first}");
+    drop(service);
+    database.drop().await;
+}

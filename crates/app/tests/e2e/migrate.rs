@@ -1,0 +1,150 @@
+//! `items-service migrate` (C1, `docs/operations.md` "Upgrading"): the
+//! built binary applies the schema to a scratch PostgreSQL database, or to
+//! a new SQLite file, and exits 0, does nothing the second time, and
+//! otherwise exits with one line saying why.
+
+use std::time::{Duration, Instant};
+
+use items_testkit::postgres::{ScratchDatabase, test_database_url};
+use sqlx::Connection as _;
+
+use crate::helpers::*;
+
+/// The tables of the public schema, sorted, and how many migrations sqlx
+/// recorded as applied.
+async fn schema_of(database: &ScratchDatabase) -> (Vec<String>, i64) {
+    let mut connection = sqlx::PgConnection::connect_with(&database.options())
+        .await
+        .unwrap();
+    let tables: Vec<String> = sqlx::query_scalar(
+        "select table_name::text from information_schema.tables \
+         where table_schema = 'public' and table_type = 'BASE TABLE' order by 1",
+    )
+    .fetch_all(&mut connection)
+    .await
+    .unwrap();
+    let applied: i64 = if tables.iter().any(|table| table == "_sqlx_migrations") {
+        sqlx::query_scalar("select count(*) from _sqlx_migrations where success")
+            .fetch_one(&mut connection)
+            .await
+            .unwrap()
+    } else {
+        0
+    };
+    connection.close().await.unwrap();
+    (tables, applied)
+}
+
+#[tokio::test]
+async fn migrate_applies_the_schema_and_a_second_run_changes_nothing_c1() {
+    let database = ScratchDatabase::create(&test_database_url()).await.unwrap();
+    let url = database.url();
+    assert_eq!(schema_of(&database).await, (vec![], 0));
+
+    let (status, stdout, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
+
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr, "");
+    assert_eq!(stdout.lines().count(), 1, "{stdout:?}");
+    assert!(stdout.starts_with("items-service: the schema is up to date: PostgreSQL "));
+    let (tables, applied) = schema_of(&database).await;
+    for table in ["items", "products", "users", "_sqlx_migrations"] {
+        assert!(
+            tables.iter().any(|name| name == table),
+            "{table} in {tables:?}"
+        );
+    }
+    assert!(applied >= 2, "{applied} migrations recorded");
+
+    let (again, _, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
+
+    assert_eq!(again.code(), Some(0), "{stderr}");
+    assert_eq!(schema_of(&database).await, (tables, applied), "a no-op");
+    database.drop().await;
+}
+
+#[tokio::test]
+async fn a_service_started_after_migrate_serves_from_the_migrated_schema_c1() {
+    let database = ScratchDatabase::create(&test_database_url()).await.unwrap();
+    let url = database.url();
+    let (status, _, stderr) = run_to_exit(&[], &["--database-url", &url, "migrate"]);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+
+    let service = Service::start(&[("DATABASE_URL", &url)]).await;
+
+    assert_eq!(service.client.get("/users").await.status(), 200);
+    drop(service);
+    database.drop().await;
+}
+
+#[test]
+fn an_unreachable_server_exits_1_with_one_line_within_seconds_c1() {
+    // Port 1 on loopback: nothing listens, so every attempt is refused.
+    let started = Instant::now();
+
+    let (status, stdout, stderr) = run_to_exit(
+        &[("DATABASE_URL", "postgres://postgres@127.0.0.1:1/items")],
+        &["migrate"],
+    );
+
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_eq!(stdout, "");
+    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+    assert!(
+        stderr.starts_with("items-service: the database is unreachable after "),
+        "{stderr:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "migrate waited {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn without_a_database_url_there_is_nothing_to_migrate_exit_2_c1() {
+    let (status, stdout, stderr) = run_to_exit(&[], &["migrate"]);
+
+    assert_eq!(status.code(), Some(2));
+    assert_eq!(stdout, "");
+    assert_eq!(
+        stderr,
+        "items-service: migrate needs DATABASE_URL (--database-url): \
+         in memory there is no schema to migrate\n"
+    );
+}
+
+#[tokio::test]
+async fn migrate_creates_and_migrates_a_sqlite_file_c1_c12() {
+    let directory = tempfile::tempdir().unwrap();
+    let file = directory.path().join("items.db");
+    let url = format!("sqlite://{}", file.display());
+
+    let (status, stdout, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
+
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        format!(
+            "items-service: the schema is up to date: sqlite path={}\n",
+            file.display()
+        )
+    );
+    let mut connection = sqlx::SqliteConnection::connect(&format!("{url}?mode=ro"))
+        .await
+        .unwrap();
+    let tables: Vec<String> =
+        sqlx::query_scalar("select name from sqlite_master where type = 'table' order by 1")
+            .fetch_all(&mut connection)
+            .await
+            .unwrap();
+    connection.close().await.unwrap();
+    for table in ["items", "products", "users"] {
+        assert!(
+            tables.iter().any(|name| name == table),
+            "{table} in {tables:?}"
+        );
+    }
+    let (again, _, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
+    assert_eq!(again.code(), Some(0), "{stderr}");
+}
