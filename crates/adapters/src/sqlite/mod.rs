@@ -39,7 +39,11 @@
 //! restarts (C2); totals and the listing's version come from a tally row
 //! the schema's triggers keep in the same transaction as each write (C7,
 //! C10). The schema is in `crates/adapters/migrations_sqlite`, embedded.
+//!
+//! [`backup`] copies a store, consistent as of one moment, into a new file
+//! while writers go on (`VACUUM INTO`, `backup.rs`).
 
+mod backup;
 mod items;
 mod products;
 mod users;
@@ -64,6 +68,7 @@ use tokio::task::JoinHandle;
 use crate::batch;
 use writer::{Counters, Reply, Write, Written};
 
+pub use backup::{BackupError, backup};
 pub use items::SqliteItemRepository;
 pub use products::SqliteProductRepository;
 pub use users::SqliteUserRepository;
