@@ -1,7 +1,8 @@
 //! `items-service`, the binary: parses the configuration (C1), installs
 //! logging and the signal handlers, builds the application (`items_app`),
 //! runs it until SIGINT or SIGTERM and turns every outcome into an exit
-//! status; `items-service openapi` prints the OpenAPI document instead.
+//! status; `items-service openapi` prints the OpenAPI document instead,
+//! `items-service backup DEST` copies the SQLite store.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -38,7 +39,22 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(run(config))
+    match config.command {
+        Some(config::Command::Backup { ref dest }) => runtime.block_on(backup(&config, dest)),
+        _ => runtime.block_on(run(config)),
+    }
+}
+
+/// `items-service backup DEST` (C12): one line on stdout when the copy is
+/// written, one on stderr when it is not.
+async fn backup(config: &Config, destination: &std::path::Path) -> ExitCode {
+    match items_app::backup::run(&config.store, destination).await {
+        Ok(done) => print_to_stdout(&format!("{done}\n")),
+        Err(error) => {
+            eprintln!("items-service: {}", ErrorChain(&error));
+            ExitCode::from(error.exit_code())
+        }
+    }
 }
 
 /// `items-service openapi`: the document on stdout (C1).

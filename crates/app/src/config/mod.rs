@@ -50,6 +50,12 @@ pub struct Config {
 pub enum Command {
     /// Print the OpenAPI document and exit.
     Openapi,
+    /// Copy the SQLite store of DATABASE_URL, consistent as of one moment,
+    /// into the new file DEST, while a service may be writing to it (C12).
+    Backup {
+        /// The new file; an existing one is refused.
+        dest: std::path::PathBuf,
+    },
 }
 
 /// What to do instead of running, when the command line says so.

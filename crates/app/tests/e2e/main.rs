@@ -11,6 +11,7 @@
 mod helpers;
 
 mod admin;
+mod backup;
 mod browser;
 mod connections;
 mod fleet;
