@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod backup;
 pub mod config;
 pub mod defaults;
 pub mod listening;

@@ -2,7 +2,8 @@
 //! logging and the signal handlers, builds the application (`items_app`),
 //! runs it until SIGINT or SIGTERM and turns every outcome into an exit
 //! status; `items-service openapi` prints the OpenAPI document instead,
-//! and `items-service migrate` brings the database's schema up to date.
+//! `items-service migrate` brings the database's schema up to date and
+//! `items-service backup DEST` copies the SQLite store.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -29,6 +30,8 @@ fn main() -> ExitCode {
         Some(config::Command::Openapi) => print_openapi(),
         // No logging installed: what `migrate` has to say is its one line.
         Some(config::Command::Migrate) => on_runtime(migrate(config)),
+        // Likewise for `backup`: its one line is all it says.
+        Some(config::Command::Backup { ref dest }) => on_runtime(backup(&config, dest)),
         None => {
             let _log_writer = telemetry::init(config.server.log_format);
             on_runtime(run(config))
@@ -55,6 +58,18 @@ fn on_runtime(work: impl Future<Output = ExitCode>) -> ExitCode {
 async fn migrate(config: Config) -> ExitCode {
     match items_app::migrate::migrate(&config.store).await {
         Ok(done) => print_to_stdout(&format!("items-service: {done}\n")),
+        Err(error) => {
+            eprintln!("items-service: {}", ErrorChain(&error));
+            ExitCode::from(error.exit_code())
+        }
+    }
+}
+
+/// `items-service backup DEST` (C12): one line on stdout when the copy is
+/// written, one on stderr when it is not.
+async fn backup(config: &Config, destination: &std::path::Path) -> ExitCode {
+    match items_app::backup::run(&config.store, destination).await {
+        Ok(done) => print_to_stdout(&format!("{done}\n")),
         Err(error) => {
             eprintln!("items-service: {}", ErrorChain(&error));
             ExitCode::from(error.exit_code())

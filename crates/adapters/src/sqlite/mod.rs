@@ -39,7 +39,11 @@
 //! restarts (C2); totals and the listing's version come from a tally row
 //! the schema's triggers keep in the same transaction as each write (C7,
 //! C10). The schema is in `crates/adapters/migrations_sqlite`, embedded.
+//!
+//! [`backup`] copies a store, consistent as of one moment, into a new file
+//! while writers go on (`VACUUM INTO`, `backup.rs`).
 
+mod backup;
 mod items;
 mod products;
 mod users;
@@ -64,6 +68,7 @@ use tokio::task::JoinHandle;
 use crate::batch;
 use writer::{Counters, Reply, Write, Written};
 
+pub use backup::{BackupError, backup};
 pub use items::SqliteItemRepository;
 pub use products::SqliteProductRepository;
 pub use users::SqliteUserRepository;
@@ -210,10 +215,15 @@ impl SqliteStore {
         metrics::gauge!(WRITER_QUEUE_DEPTH).set(self.queued_writes() as f64);
     }
 
-    /// Stops the writer once the writes it accepted are committed (later
-    /// ones are answered unavailable), then closes every connection: the
-    /// file can be reopened, copied or removed afterwards.
+    /// Closes the readers (waiting for reads in progress), then stops the
+    /// writer once the writes it accepted are committed (later ones are
+    /// answered unavailable) and closes it: the file can be reopened,
+    /// copied or removed afterwards. The writer closes last so that, when
+    /// no other process has the file open, SQLite checkpoints the WAL into
+    /// the file and removes `-wal` and `-shm` (a read-only connection
+    /// cannot): a stopped store is one file.
     pub async fn close(&self) {
+        self.readers.close().await;
         if let Some(stop) = self.writer.shared.stop.lock().take() {
             let _ = stop.send(());
         }
@@ -221,7 +231,6 @@ impl SqliteStore {
         if let Some(task) = task {
             let _ = task.await;
         }
-        self.readers.close().await;
     }
 }
 

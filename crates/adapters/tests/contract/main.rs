@@ -10,6 +10,7 @@ use items_adapters::memory::{
 use items_testkit::Repositories;
 use items_testkit::postgres::ScratchStore;
 
+mod sqlite_backup;
 mod sqlite_file;
 mod sqlite_store;
 mod upload_directory;

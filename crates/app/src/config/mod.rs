@@ -53,6 +53,12 @@ pub enum Command {
     /// Apply the schema to DATABASE_URL and exit: 0 when it is up to date,
     /// 1 with the reason when the database could not be migrated.
     Migrate,
+    /// Copy the SQLite store of DATABASE_URL, consistent as of one moment,
+    /// into the new file DEST, while a service may be writing to it (C12).
+    Backup {
+        /// The new file; an existing one is refused.
+        dest: std::path::PathBuf,
+    },
 }
 
 /// What to do instead of running, when the command line says so.

@@ -12,6 +12,7 @@
 mod helpers;
 
 mod admin;
+mod backup;
 mod browser;
 mod connections;
 mod crash;

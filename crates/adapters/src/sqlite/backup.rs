@@ -1,0 +1,169 @@
+//! An online backup of a SQLite store (C12): a consistent copy of the file
+//! into a new one, taken while a service may be writing to it.
+//!
+//! `VACUUM INTO` on a read-only connection of the backup's own reads the
+//! whole database inside ONE read transaction: in WAL mode that is a
+//! snapshot, so the copy holds exactly the commits made before it began,
+//! and writers go on committing meanwhile (they never wait for a reader;
+//! only the WAL checkpoint cannot pass the snapshot until the copy is done).
+//!
+//! The copy is written to a temporary file beside the destination, synced,
+//! and only then linked under the destination's name, which fails if that
+//! name exists: the destination is either absent or a complete, synced
+//! copy, never half a file, and an existing file is never overwritten.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sqlx::ConnectOptions as _;
+use sqlx::Connection as _;
+use sqlx::sqlite::SqliteConnectOptions;
+
+/// Why a backup was not written.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    /// The destination exists already; nothing was written.
+    #[error("{} exists already; a backup is only written to a new file", path.display())]
+    DestinationExists { path: PathBuf },
+    /// A file named like the copy in progress exists (left by a backup
+    /// that was killed?); it is not removed, nothing was written.
+    #[error("{} exists; remove it if it is a left-over partial backup", path.display())]
+    PartialExists { path: PathBuf },
+    /// The store cannot be opened or read.
+    #[error("the SQLite database {} cannot be read", path.display())]
+    Source { path: PathBuf, source: sqlx::Error },
+    /// SQLite cannot take a path that is not UTF-8.
+    #[error("the path {} is not UTF-8", path.display())]
+    NotUtf8 { path: PathBuf },
+    /// Writing, syncing or naming the copy failed; nothing is left at the
+    /// destination.
+    #[error("the backup could not be written to {}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `VACUUM INTO` failed (a full disk, an unwritable directory…).
+    #[error("the backup could not be written to {}", path.display())]
+    Copy { path: PathBuf, source: sqlx::Error },
+}
+
+/// Copies the store in the file `source` to the new file `destination`,
+/// consistent as of one moment, while writers may go on (see the module's
+/// description). Returns the copy's size in bytes.
+///
+/// # Errors
+/// [`BackupError::DestinationExists`] when `destination` exists (checked
+/// first and again, atomically, when the copy is named);
+/// [`BackupError::PartialExists`] when `DEST.partial` exists;
+/// [`BackupError::Source`] when `source` is no readable SQLite database;
+/// the others when the copy cannot be written. No file is left at
+/// `destination` on any error.
+pub async fn backup(source: &Path, destination: &Path) -> Result<u64, BackupError> {
+    if destination.symlink_metadata().is_ok() {
+        return Err(BackupError::DestinationExists {
+            path: destination.to_owned(),
+        });
+    }
+    let partial = partial_name(destination);
+    if partial.symlink_metadata().is_ok() {
+        return Err(BackupError::PartialExists { path: partial });
+    }
+    let result = copy_into(source, &partial, destination).await;
+    if result.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    result
+}
+
+async fn copy_into(source: &Path, partial: &Path, destination: &Path) -> Result<u64, BackupError> {
+    let unreadable = |error| BackupError::Source {
+        path: source.to_owned(),
+        source: error,
+    };
+    let target = partial.to_str().ok_or_else(|| BackupError::NotUtf8 {
+        path: partial.to_owned(),
+    })?;
+    let mut connection = SqliteConnectOptions::new()
+        .filename(source)
+        .read_only(true)
+        .busy_timeout(Duration::from_secs(5))
+        .disable_statement_logging()
+        .connect()
+        .await
+        .map_err(unreadable)?;
+    // A read first, so a file that is no database is reported as such
+    // rather than as a failed copy.
+    sqlx::query("select count(*) from sqlite_schema")
+        .fetch_one(&mut connection)
+        .await
+        .map_err(unreadable)?;
+    let copied = sqlx::query("vacuum into ?")
+        .bind(target)
+        .execute(&mut connection)
+        .await;
+    let _ = connection.close().await;
+    copied.map_err(|error| BackupError::Copy {
+        path: destination.to_owned(),
+        source: error,
+    })?;
+    let written = |error| BackupError::Write {
+        path: destination.to_owned(),
+        source: error,
+    };
+    // VACUUM INTO does not sync what it wrote; the copy must be on disk
+    // before it is named.
+    let file = std::fs::File::open(partial).map_err(written)?;
+    file.sync_all().map_err(written)?;
+    let bytes = file.metadata().map_err(written)?.len();
+    name_without_replacing(partial, destination)?;
+    sync_directory(destination).map_err(written)?;
+    Ok(bytes)
+}
+
+/// Gives the synced copy at `partial` the name `destination`, which must
+/// not exist: a hard link fails when it does, where a rename would replace
+/// it. On a file system without hard links, a rename after one more check.
+fn name_without_replacing(partial: &Path, destination: &Path) -> Result<(), BackupError> {
+    let written = |error| BackupError::Write {
+        path: destination.to_owned(),
+        source: error,
+    };
+    match std::fs::hard_link(partial, destination) {
+        Ok(()) => std::fs::remove_file(partial).map_err(written),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(BackupError::DestinationExists {
+                path: destination.to_owned(),
+            })
+        }
+        Err(_) if destination.symlink_metadata().is_ok() => Err(BackupError::DestinationExists {
+            path: destination.to_owned(),
+        }),
+        Err(_) => std::fs::rename(partial, destination).map_err(written),
+    }
+}
+
+/// `DEST.partial`, beside `destination` so that naming it is a link within
+/// one directory.
+fn partial_name(destination: &Path) -> PathBuf {
+    let mut name = destination.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
+}
+
+/// Syncs the directory holding `path`, so that the new name survives a
+/// power loss too.
+fn sync_directory(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let directory = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(directory)?.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        Ok(())
+    }
+}
