@@ -39,15 +39,17 @@ fn source(items: Vec<i64>, products: Vec<i64>, counters: Counters) -> MockSnapsh
             .map(|&id| item(id))
             .collect())
     });
-    source.expect_products_after().returning(move |after, limit| {
-        let after = after.map_or(i64::MIN, Id::get);
-        Ok(products
-            .iter()
-            .filter(|&&id| id > after)
-            .take(limit)
-            .map(|&id| product(id))
-            .collect())
-    });
+    source
+        .expect_products_after()
+        .returning(move |after, limit| {
+            let after = after.map_or(i64::MIN, Id::get);
+            Ok(products
+                .iter()
+                .filter(|&&id| id > after)
+                .take(limit)
+                .map(|&id| product(id))
+                .collect())
+        });
     source.expect_counters().returning(move || Ok(counters));
     source
 }
@@ -78,7 +80,13 @@ async fn a_destination_holding_items_is_refused_before_anything_is_read_or_writt
     let error = copy(&mut source, &mut sink, 10).await.unwrap_err();
 
     assert!(
-        matches!(error, CopyError::NotEmpty(Counts { items: 1, products: 0 })),
+        matches!(
+            error,
+            CopyError::NotEmpty(Counts {
+                items: 1,
+                products: 0
+            })
+        ),
         "{error:?}"
     );
     assert_eq!(

@@ -42,6 +42,7 @@
 
 mod items;
 mod products;
+mod transfer;
 mod users;
 mod writer;
 
@@ -66,6 +67,7 @@ use writer::{Counters, Reply, Write, Written};
 
 pub use items::SqliteItemRepository;
 pub use products::SqliteProductRepository;
+pub use transfer::{SqliteSink, SqliteSnapshot};
 pub use users::SqliteUserRepository;
 
 /// The migrations in `crates/adapters/migrations_sqlite`, embedded in the binary.

@@ -12,6 +12,7 @@ use items_testkit::postgres::ScratchStore;
 
 mod sqlite_file;
 mod sqlite_store;
+mod transfer;
 mod upload_directory;
 
 use sqlite_file::SqliteFile;
