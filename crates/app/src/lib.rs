@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod copy;
 pub mod defaults;
 pub mod listening;
 mod metrics;

@@ -1,7 +1,8 @@
 //! `items-service`, the binary: parses the configuration (C1), installs
 //! logging and the signal handlers, builds the application (`items_app`),
 //! runs it until SIGINT or SIGTERM and turns every outcome into an exit
-//! status; `items-service openapi` prints the OpenAPI document instead.
+//! status; `items-service openapi` prints the OpenAPI document instead, and
+//! `items-service copy` moves the data between stores (`items_app::copy`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -26,6 +27,9 @@ fn main() -> ExitCode {
     };
     if let Some(config::Command::Openapi) = config.command {
         return print_openapi();
+    }
+    if let Some(config::Command::Copy(args)) = &config.command {
+        return items_app::copy::main(args);
     }
     let _log_writer = telemetry::init(config.server.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
