@@ -13,6 +13,7 @@ mod helpers;
 mod admin;
 mod browser;
 mod connections;
+mod copy;
 mod fleet;
 mod library;
 mod lifecycle;
