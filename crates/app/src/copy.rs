@@ -124,16 +124,10 @@ async fn copy(args: &CopyArgs) -> Result<(), String> {
     };
     let outcome = async {
         let mut sink = open_sink(&args.to).await?;
-        let mut last_line = started;
+        let mut lines = ProgressLines::new(started);
         let mut progress = |counts: Counts| {
-            if last_line.elapsed() >= PROGRESS_EVERY {
-                last_line = Instant::now();
-                eprintln!(
-                    "items-service: copying: {} items, {} products so far ({:.1} s)",
-                    counts.items,
-                    counts.products,
-                    started.elapsed().as_secs_f64()
-                );
+            if let Some(line) = lines.line(counts, Instant::now()) {
+                eprintln!("{line}");
             }
         };
         copy_store(&mut *source, &mut *sink, BATCH, &mut progress)
@@ -160,6 +154,35 @@ async fn copy(args: &CopyArgs) -> Result<(), String> {
             }
             Err(line)
         }
+    }
+}
+
+/// The progress lines of a copy: at most one per [`PROGRESS_EVERY`].
+struct ProgressLines {
+    started: Instant,
+    last: Instant,
+}
+
+impl ProgressLines {
+    fn new(started: Instant) -> Self {
+        Self {
+            started,
+            last: started,
+        }
+    }
+
+    /// The line to print for `counts` at `now`, if one is due.
+    fn line(&mut self, counts: Counts, now: Instant) -> Option<String> {
+        if now.duration_since(self.last) < PROGRESS_EVERY {
+            return None;
+        }
+        self.last = now;
+        Some(format!(
+            "items-service: copying: {} items, {} products so far ({:.1} s)",
+            counts.items,
+            counts.products,
+            now.duration_since(self.started).as_secs_f64()
+        ))
     }
 }
 
@@ -233,6 +256,25 @@ mod tests {
         ] {
             assert!(StoreUrl::parse(invalid).is_err(), "{invalid}");
         }
+    }
+
+    #[test]
+    fn a_progress_line_is_due_at_most_once_a_second_c12() {
+        let started = Instant::now();
+        let mut lines = ProgressLines::new(started);
+        let at = |millis| started + Duration::from_millis(millis);
+        let counts = Counts {
+            items: 20_000,
+            products: 0,
+        };
+
+        assert_eq!(lines.line(counts, at(500)), None);
+        assert_eq!(
+            lines.line(counts, at(1_200)).as_deref(),
+            Some("items-service: copying: 20000 items, 0 products so far (1.2 s)")
+        );
+        assert_eq!(lines.line(counts, at(2_100)), None);
+        assert!(lines.line(counts, at(2_250)).is_some());
     }
 
     #[test]
