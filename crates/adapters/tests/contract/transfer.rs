@@ -45,26 +45,54 @@ async fn fill(repositories: &Repositories) {
     let names = names();
     let mut ids = Vec::new();
     for index in 0..40 {
-        let name = Name::parse(&names[index % names.len()]).unwrap();
-        ids.push(repositories.items.create(name).await.unwrap().id);
+        let name = Name::parse(&names[index % names.len()]).expect("a valid value");
+        ids.push(
+            repositories
+                .items
+                .create(name)
+                .await
+                .expect("the store answers")
+                .id,
+        );
     }
     for id in [ids[4], ids[10], ids[37], ids[38], ids[39]] {
-        assert!(repositories.items.delete(id).await.unwrap());
+        assert!(
+            repositories
+                .items
+                .delete(id)
+                .await
+                .expect("the store answers")
+        );
     }
     for (name, price) in [("pen", 1.5), ("ink", 0.0), ("paper", 1e300)] {
         repositories
             .products
-            .create(Name::parse(name).unwrap(), Price::new(price).unwrap())
+            .create(
+                Name::parse(name).expect("a valid value"),
+                Price::new(price).expect("a valid price"),
+            )
             .await
-            .unwrap();
+            .expect("the store answers");
     }
 }
 
 /// Every item and product of a store, in id order.
 async fn contents(repositories: &Repositories) -> (Vec<Item>, Vec<Product>) {
-    let listing = repositories.items.list_all().await.unwrap();
-    let batches: Vec<Vec<Item>> = listing.batches.try_collect().await.unwrap();
-    let products = repositories.products.list().await.unwrap();
+    let listing = repositories
+        .items
+        .list_all()
+        .await
+        .expect("the store answers");
+    let batches: Vec<Vec<Item>> = listing
+        .batches
+        .try_collect()
+        .await
+        .expect("the store answers");
+    let products = repositories
+        .products
+        .list()
+        .await
+        .expect("the store answers");
     (batches.concat(), products)
 }
 
@@ -72,9 +100,9 @@ async fn contents(repositories: &Repositories) -> (Vec<Item>, Vec<Product>) {
 async fn next_item_id(repositories: &Repositories) -> i64 {
     repositories
         .items
-        .create(Name::parse("next").unwrap())
+        .create(Name::parse("next").expect("a valid value"))
         .await
-        .unwrap()
+        .expect("the store answers")
         .id
         .get()
 }
