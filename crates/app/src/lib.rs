@@ -21,6 +21,7 @@
 
 pub mod backup;
 pub mod config;
+pub mod copy;
 pub mod defaults;
 pub mod listening;
 mod metrics;

@@ -2,8 +2,9 @@
 //! logging and the signal handlers, builds the application (`items_app`),
 //! runs it until SIGINT or SIGTERM and turns every outcome into an exit
 //! status; `items-service openapi` prints the OpenAPI document instead,
-//! `items-service migrate` brings the database's schema up to date and
-//! `items-service backup DEST` copies the SQLite store.
+//! `items-service migrate` brings the database's schema up to date,
+//! `items-service backup DEST` copies the SQLite store and
+//! `items-service copy` moves the data between stores (`items_app::copy`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -32,6 +33,8 @@ fn main() -> ExitCode {
         Some(config::Command::Migrate) => on_runtime(migrate(config)),
         // Likewise for `backup`: its one line is all it says.
         Some(config::Command::Backup { ref dest }) => on_runtime(backup(&config, dest)),
+        // And for `copy`: progress on stderr, the counts on stdout.
+        Some(config::Command::Copy(ref args)) => items_app::copy::main(args),
         None => {
             let _log_writer = telemetry::init(config.server.log_format);
             on_runtime(run(config))

@@ -18,6 +18,7 @@ pub mod entities;
 pub mod ports;
 pub mod rate_limit;
 mod repository_error;
+pub mod transfer;
 pub mod uploads;
 pub mod use_cases;
 pub mod values;

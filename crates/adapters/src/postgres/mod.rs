@@ -9,6 +9,7 @@
 mod items;
 mod pool;
 mod products;
+mod transfer;
 mod users;
 
 use std::str::FromStr;
@@ -24,6 +25,7 @@ use pool::Pool;
 
 pub use items::PostgresItemRepository;
 pub use products::PostgresProductRepository;
+pub use transfer::{BeginError, PostgresSink, PostgresSnapshot};
 pub use users::PostgresUserRepository;
 
 /// How long a request waits for a pooled connection (free, newly opened or

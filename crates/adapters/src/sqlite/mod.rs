@@ -46,6 +46,7 @@
 mod backup;
 mod items;
 mod products;
+mod transfer;
 mod users;
 mod writer;
 
@@ -71,6 +72,7 @@ use writer::{Counters, Reply, Write, Written};
 pub use backup::{BackupError, backup};
 pub use items::SqliteItemRepository;
 pub use products::SqliteProductRepository;
+pub use transfer::{SqliteSink, SqliteSnapshot};
 pub use users::SqliteUserRepository;
 
 /// The migrations in `crates/adapters/migrations_sqlite`, embedded in the binary.

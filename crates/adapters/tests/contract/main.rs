@@ -13,6 +13,7 @@ use items_testkit::postgres::ScratchStore;
 mod sqlite_backup;
 mod sqlite_file;
 mod sqlite_store;
+mod transfer;
 mod upload_directory;
 
 use sqlite_file::SqliteFile;

@@ -59,6 +59,9 @@ pub enum Command {
         /// The new file; an existing one is refused.
         dest: std::path::PathBuf,
     },
+    /// Copy every item and product, with its id, and the id counters, from
+    /// one durable store to an empty one (C12).
+    Copy(crate::copy::CopyArgs),
 }
 
 /// What to do instead of running, when the command line says so.
@@ -119,6 +122,11 @@ fn one_line(error: &clap::Error) -> String {
                 .map(|line| line.trim_start_matches("error: ").to_owned())
         })
         .unwrap_or_default();
+    if let (ErrorKind::MissingRequiredArgument, Some(ContextValue::Strings(missing))) =
+        (error.kind(), error.get(ContextKind::InvalidArg))
+    {
+        return format!("items-service: missing {}", missing.join(", "));
+    }
     let flag = context(ContextKind::InvalidArg);
     if error.kind() == ErrorKind::UnknownArgument {
         let argument = flag.unwrap_or_default();
@@ -297,6 +305,12 @@ mod tests {
             line,
             "items-service: unknown option \"--bogus\"; `items-service --help` lists every setting"
         );
+    }
+
+    #[test]
+    fn a_missing_flag_of_a_subcommand_is_named_on_one_line_c1_c12() {
+        let line = invalid(&["copy", "--from", "sqlite:a.db"]);
+        assert_eq!(line, "items-service: missing --to <TO>");
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod backup;
 mod browser;
 mod connections;
 mod crash;
+mod copy;
 mod fleet;
 mod library;
 mod lifecycle;

@@ -1,0 +1,285 @@
+//! A PostgreSQL database as either end of `items-service copy` (C12): a
+//! read snapshot of it ([`PostgresSnapshot`]), or an empty database filled
+//! in one transaction ([`PostgresSink`]).
+//!
+//! Each holds one connection of its own, outside the service's pool: a copy
+//! is a command run on its own. The source may be served meanwhile (a
+//! repeatable-read transaction keeps its snapshot while others write). The
+//! sink locks `items` and `products` against writers (readers go on) until
+//! it commits or rolls back, so a service using the destination meanwhile
+//! would see its writes wait: stop it first.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use items_domain::transfer::{Counters, Counts, SnapshotSource, StoreSink};
+use items_domain::{Id, Item, Price, Product, RepositoryError};
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::{Connection as _, Executor as _};
+
+use super::{ConnectError, MIGRATOR, quiet, stored_name, unavailable};
+
+/// How long connecting may take: a copy is run by hand, so it fails soon
+/// and says why rather than retrying as a starting service does.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why an end of a copy could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum BeginError {
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// Connected, but the copy's transaction could not begin.
+    #[error("the database refused to begin the copy's transaction")]
+    Begin(#[source] sqlx::Error),
+}
+
+/// Connects once to `url`.
+async fn connect(url: &str) -> Result<PgConnection, ConnectError> {
+    let options = quiet(PgConnectOptions::from_str(url).map_err(ConnectError::InvalidUrl)?);
+    match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await {
+        Ok(Ok(connection)) => Ok(connection),
+        Ok(Err(source)) if super::is_permanent(&source) => Err(ConnectError::Refused(source)),
+        Ok(Err(source)) => Err(ConnectError::Unreachable {
+            waited: Duration::ZERO,
+            source,
+        }),
+        Err(_) => Err(ConnectError::Unreachable {
+            waited: CONNECT_TIMEOUT,
+            source: sqlx::Error::PoolTimedOut,
+        }),
+    }
+}
+
+/// One repeatable-read, read-only transaction on a database, held until
+/// dropped.
+#[derive(Debug)]
+pub struct PostgresSnapshot {
+    connection: PgConnection,
+}
+
+impl PostgresSnapshot {
+    /// Connects to the database at `url` and takes its snapshot.
+    ///
+    /// # Errors
+    /// [`BeginError::Connect`] when it cannot be reached;
+    /// [`BeginError::Begin`] when the transaction cannot begin or the
+    /// database holds no store.
+    pub async fn open(url: &str) -> Result<Self, BeginError> {
+        let mut connection = connect(url).await?;
+        connection
+            .execute("begin isolation level repeatable read, read only")
+            .await
+            .map_err(BeginError::Begin)?;
+        // The snapshot is taken at the transaction's first query.
+        sqlx::query("select 1 from item_tally limit 1")
+            .fetch_optional(&mut connection)
+            .await
+            .map_err(BeginError::Begin)?;
+        Ok(Self { connection })
+    }
+
+    /// The last value `table`'s identity handed out (0: none). Sequences
+    /// stand outside snapshots: read after the snapshot was taken, this is
+    /// never below an id in it.
+    async fn last_id(&mut self, table: &str) -> Result<i64, RepositoryError> {
+        let (sequence,): (String,) = sqlx::query_as("select pg_get_serial_sequence($1, 'id')")
+            .bind(table)
+            .fetch_one(&mut self.connection)
+            .await
+            .map_err(unavailable)?;
+        // `sequence` is the catalog's own, already quoted, name.
+        let (last, called): (i64, bool) =
+            sqlx::query_as(&format!("select last_value, is_called from {sequence}"))
+                .fetch_one(&mut self.connection)
+                .await
+                .map_err(unavailable)?;
+        Ok(if called { last } else { last - 1 })
+    }
+}
+
+#[async_trait]
+impl SnapshotSource for PostgresSnapshot {
+    async fn counters(&mut self) -> Result<Counters, RepositoryError> {
+        Ok(Counters {
+            items: self.last_id("items").await?,
+            products: self.last_id("products").await?,
+        })
+    }
+
+    async fn items_after(
+        &mut self,
+        after: Option<Id>,
+        limit: usize,
+    ) -> Result<Vec<Item>, RepositoryError> {
+        let rows: Vec<(i64, Vec<u8>)> =
+            sqlx::query_as("select id, name from items where id > $1 order by id limit $2")
+                .bind(after.map_or(i64::MIN, Id::get))
+                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .fetch_all(&mut self.connection)
+                .await
+                .map_err(unavailable)?;
+        rows.into_iter()
+            .map(|(id, name)| {
+                Ok(Item {
+                    id: Id::new(id),
+                    name: stored_name(id, &name)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn products_after(
+        &mut self,
+        after: Option<Id>,
+        limit: usize,
+    ) -> Result<Vec<Product>, RepositoryError> {
+        let rows: Vec<(i64, Vec<u8>, f64)> = sqlx::query_as(
+            "select id, name, price from products where id > $1 order by id limit $2",
+        )
+        .bind(after.map_or(i64::MIN, Id::get))
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&mut self.connection)
+        .await
+        .map_err(unavailable)?;
+        rows.into_iter()
+            .map(|(id, name, price)| {
+                let price = Price::new(price).map_err(|_| {
+                    RepositoryError::unavailable(format!("product {id} holds an invalid price"))
+                })?;
+                Ok(Product {
+                    id: Id::new(id),
+                    name: stored_name(id, &name)?,
+                    price,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A database being filled in one transaction.
+#[derive(Debug)]
+pub struct PostgresSink {
+    connection: PgConnection,
+}
+
+impl PostgresSink {
+    /// Connects to the database at `url`, brings its schema up to date,
+    /// begins the transaction and locks `items` and `products` against
+    /// other writers until it ends.
+    ///
+    /// # Errors
+    /// [`BeginError::Connect`] when it cannot be reached or migrated;
+    /// [`BeginError::Begin`] when the transaction or the locks fail.
+    pub async fn open(url: &str) -> Result<Self, BeginError> {
+        let mut connection = connect(url).await?;
+        MIGRATOR
+            .run(&mut connection)
+            .await
+            .map_err(ConnectError::from)?;
+        connection
+            .execute("begin; lock table items, products in exclusive mode")
+            .await
+            .map_err(BeginError::Begin)?;
+        Ok(Self { connection })
+    }
+}
+
+#[async_trait]
+impl StoreSink for PostgresSink {
+    async fn contents(&mut self) -> Result<Counts, RepositoryError> {
+        let (items, products): (i64, i64) =
+            sqlx::query_as("select (select count(*) from items), (select count(*) from products)")
+                .fetch_one(&mut self.connection)
+                .await
+                .map_err(unavailable)?;
+        Ok(Counts {
+            items: items.unsigned_abs(),
+            products: products.unsigned_abs(),
+        })
+    }
+
+    /// One statement per batch: the tally's statement trigger adds the
+    /// batch's row count once, exactly.
+    async fn write_items(&mut self, items: &[Item]) -> Result<(), RepositoryError> {
+        let ids: Vec<i64> = items.iter().map(|item| item.id.get()).collect();
+        let names: Vec<&[u8]> = items
+            .iter()
+            .map(|item| item.name.as_str().as_bytes())
+            .collect();
+        sqlx::query(
+            "insert into items (id, name) overriding system value \
+             select * from unnest($1::int8[], $2::bytea[])",
+        )
+        .bind(ids)
+        .bind(names)
+        .execute(&mut self.connection)
+        .await
+        .map(drop)
+        .map_err(unavailable)
+    }
+
+    async fn write_products(&mut self, products: &[Product]) -> Result<(), RepositoryError> {
+        let ids: Vec<i64> = products.iter().map(|product| product.id.get()).collect();
+        let names: Vec<&[u8]> = products
+            .iter()
+            .map(|product| product.name.as_str().as_bytes())
+            .collect();
+        let prices: Vec<f64> = products.iter().map(|product| product.price.get()).collect();
+        sqlx::query(
+            "insert into products (id, name, price) overriding system value \
+             select * from unnest($1::int8[], $2::bytea[], $3::float8[])",
+        )
+        .bind(ids)
+        .bind(names)
+        .bind(prices)
+        .execute(&mut self.connection)
+        .await
+        .map(drop)
+        .map_err(unavailable)
+    }
+
+    async fn commit(&mut self, counters: Counters) -> Result<(), RepositoryError> {
+        // Ids given explicitly leave the identity where it was; `restart`
+        // moves it past the source's counter. Unlike `setval`, it is part of
+        // the transaction: a copy that fails leaves the identity as it was.
+        let statement = format!(
+            "alter table items alter column id restart with {}; \
+             alter table products alter column id restart with {}; \
+             commit",
+            next_after(counters.items),
+            next_after(counters.products),
+        );
+        self.connection
+            .execute(statement.as_str())
+            .await
+            .map(drop)
+            .map_err(unavailable)
+    }
+
+    async fn rollback(&mut self) -> Result<(), RepositoryError> {
+        self.connection
+            .execute("rollback")
+            .await
+            .map(drop)
+            .map_err(unavailable)
+    }
+}
+
+/// The first id a counter at `last` hands out (an identity starts at 1).
+fn next_after(last: i64) -> i64 {
+    last.saturating_add(1).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_id_follows_the_counter_and_starts_at_one() {
+        assert_eq!(next_after(0), 1);
+        assert_eq!(next_after(41), 42);
+        assert_eq!(next_after(-5), 1);
+        assert_eq!(next_after(i64::MAX), i64::MAX);
+    }
+}
