@@ -240,11 +240,11 @@ fn invalid_arguments_exit_2_with_one_line_c1_c12() {
         ),
         (
             &["copy", "--from", "memory", "--to", "sqlite:a.db"][..],
-            "the in-memory store holds nothing to copy",
+            "must be a postgres://, postgresql://, sqlite://PATH or sqlite:PATH URL",
         ),
         (
             &["copy", "--from", "mysql://h/db", "--to", "sqlite:a.db"][..],
-            "must be a sqlite://PATH or postgres:// URL",
+            "must be a postgres://, postgresql://, sqlite://PATH or sqlite:PATH URL",
         ),
         (
             &["copy", "--from", "sqlite:a.db", "--to", "sqlite://./a.db"][..],
