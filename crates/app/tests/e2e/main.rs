@@ -12,7 +12,9 @@ mod helpers;
 
 mod admin;
 mod browser;
+mod client_faults;
 mod connections;
+mod drain;
 mod fleet;
 mod library;
 mod lifecycle;
@@ -20,3 +22,4 @@ mod operator;
 mod sqlite;
 mod startup;
 mod two_instances;
+mod unread_bodies;
