@@ -18,10 +18,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
+use actix_web::HttpMessage as _;
 use actix_web::body::{BodySize, BoxBody, MessageBody};
 use actix_web::dev::{Payload, ServiceRequest, ServiceResponse};
 use actix_web::error::PayloadError;
-use actix_web::HttpMessage as _;
 use actix_web::http::ConnectionType;
 use actix_web::middleware::Next;
 use actix_web::web::Bytes;

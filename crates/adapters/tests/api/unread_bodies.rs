@@ -175,5 +175,8 @@ async fn a_body_read_to_its_end_keeps_the_connection_alive() {
     let text = String::from_utf8_lossy(&received);
     assert!(text.starts_with("HTTP/1.1 201"), "{text}");
     assert!(text.contains("Hello World!"), "{text}");
-    assert!(!text.to_ascii_lowercase().contains("connection: close"), "{text}");
+    assert!(
+        !text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
 }

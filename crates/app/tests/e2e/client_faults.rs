@@ -62,10 +62,20 @@ async fn malformed_requests_write_no_error_and_only_rate_limited_warnings() {
     }
 
     let errors: Vec<&str> = log.lines().filter(|line| line.contains("ERROR")).collect();
-    assert!(errors.is_empty(), "{} ERROR lines: {errors:?}", errors.len());
+    assert!(
+        errors.is_empty(),
+        "{} ERROR lines: {errors:?}",
+        errors.len()
+    );
     let (lines, accounted) = warnings(&log);
-    eprintln!("{MALFORMED} + 1 malformed requests ({MALFORMED} in {burst:?}): {lines} warning lines");
+    eprintln!(
+        "{MALFORMED} + 1 malformed requests ({MALFORMED} in {burst:?}): {lines} warning lines"
+    );
     let allowed = LINES_PER_SECOND as usize * (burst.as_secs() as usize + 3);
     assert!(lines <= allowed, "{lines} warning lines, at most {allowed}");
-    assert_eq!(accounted, MALFORMED + 1, "every fault written or counted: {log}");
+    assert_eq!(
+        accounted,
+        MALFORMED + 1,
+        "every fault written or counted: {log}"
+    );
 }

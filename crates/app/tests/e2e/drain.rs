@@ -87,6 +87,9 @@ async fn keep_alive_clients_are_told_to_close_during_the_drain_and_lose_no_reque
 
     assert_eq!(kept_alive, 0, "responses after the stop began kept alive");
     assert_eq!(lost, 0, "requests lost");
-    assert!(told_to_close >= 10, "only {told_to_close} answered during the drain");
+    assert!(
+        told_to_close >= 10,
+        "only {told_to_close} answered during the drain"
+    );
     assert!(service.wait(Duration::from_secs(35)).await.success());
 }

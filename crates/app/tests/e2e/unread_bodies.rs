@@ -93,7 +93,10 @@ async fn endless_chunked_bodies_past_the_fd_limit_neither_keep_their_connections
          {served_after:?}; {closed} of {FLOOD} closed by the server; descriptors {open} (baseline {baseline})"
     );
 
-    assert!(served && served_after < Duration::from_secs(5), "normal client: {served} after {served_after:?}");
+    assert!(
+        served && served_after < Duration::from_secs(5),
+        "normal client: {served} after {served_after:?}"
+    );
     assert_eq!(closed, FLOOD, "connections the server kept open");
     assert!(open <= baseline, "descriptors {open}, baseline {baseline}");
     service.terminate();
