@@ -6,10 +6,14 @@
 //! body for ever: one connection was still open 230 s after its 408.
 //! `docs/security.md` records the measured flood.
 
+use std::net::TcpListener;
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
-use items_adapters::http::{BodyLimits, HttpSettings, RateLimitSettings};
+use items_adapters::http::{
+    AdminServer, BodyLimits, HttpSettings, RateLimitSettings, Readiness, RenderMetrics,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -146,6 +150,28 @@ async fn a_429_to_a_request_with_an_endless_chunked_body_closes_the_connection_c
 
     assert_eq!(status, 429);
     assert!(closed, "the connection stayed open after the 429");
+}
+
+#[tokio::test]
+async fn the_admin_listener_closes_the_connection_of_an_endless_chunked_body_too_c5() {
+    let render: RenderMetrics = Arc::new(String::new);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let server =
+        AdminServer::bind(listener, Readiness::new(Vec::new(), Vec::new()), render).unwrap();
+    let port = server.port();
+    let handle = server.handle();
+    tokio::spawn(server.run());
+
+    let (status, closed) = status_and_closed(
+        port,
+        &endless_chunked("GET", "/livez", "text/plain"),
+        Duration::from_secs(5),
+    )
+    .await;
+    handle.stop(false).await;
+
+    assert_eq!(status, 200);
+    assert!(closed, "the admin connection stayed open after the 200");
 }
 
 #[tokio::test]
