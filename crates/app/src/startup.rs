@@ -139,8 +139,12 @@ impl Application {
             Some(_) => config.admin.drain(),
             None => Duration::ZERO,
         };
+        // From the signal on, every response says `Connection: close` (C1),
+        // during the drain delay too.
+        let draining = settings.draining.clone();
         let shutdown = async move {
             shutdown.await;
+            draining.begin();
             readiness.begin_shutdown();
             if !drain.is_zero() {
                 tracing::info!(

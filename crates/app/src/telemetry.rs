@@ -8,9 +8,18 @@
 //! cost about 1.4 µs of CPU per request with a direct, line-buffered stdout
 //! (`docs/performance.md`). If the queue ever fills (stdout blocked), further
 //! lines are dropped rather than stalling requests.
+//!
+//! A client's faults that actix-http reports as errors are written as
+//! rate-limited warnings instead ([`client_faults`]).
+
+pub mod client_faults;
 
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, fmt};
+
+use client_faults::{ClientFaults, NotAClientFault};
 
 use crate::config::LogFormat;
 
@@ -34,13 +43,19 @@ pub fn init(format: LogFormat) -> WorkerGuard {
     let (writer, guard) = NonBlockingBuilder::default()
         .buffered_lines_limit(QUEUED_LINES)
         .finish(std::io::BufWriter::new(std::io::stdout()));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(writer);
-    // `try_init` so that a second call (never expected) is not a panic.
-    let _ = match format {
-        LogFormat::Text => builder.with_ansi(false).try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    let lines = match format {
+        LogFormat::Text => fmt::layer().with_ansi(false).with_writer(writer).boxed(),
+        LogFormat::Json => fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_writer(writer)
+            .boxed(),
     };
+    // `try_init` so that a second call (never expected) is not a panic.
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(lines.with_filter(NotAClientFault))
+        .with(ClientFaults::default())
+        .try_init();
     guard
 }

@@ -10,11 +10,13 @@ use std::time::Duration;
 use actix_web::dev::ServerHandle;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
+use actix_web::middleware::from_fn;
 use actix_web::{App, HttpResponse, web};
 use futures_util::future::join_all;
 use items_domain::HealthCheck;
 use serde_json::{Map, Value, json};
 
+use super::connection::{Draining, close_when_done};
 use super::routes;
 use crate::report::ErrorChain;
 
@@ -132,6 +134,12 @@ impl AdminServer {
                 .route("/readyz", web::get().to(readyz))
                 .route("/metrics", web::get().to(metrics))
                 .default_service(web::to(routes::not_found))
+                // A body nobody reads closes its connection here too (C5);
+                // the admin listener never says goodbye on a drain: it
+                // answers `/readyz` 503 to the very end.
+                .wrap(from_fn(|request, next| {
+                    close_when_done(Draining::default(), request, next)
+                }))
         })
         .workers(1)
         .disable_signals()

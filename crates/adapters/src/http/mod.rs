@@ -10,6 +10,7 @@ pub mod admin;
 mod auxiliary;
 mod body;
 mod conditional;
+mod connection;
 mod cors;
 mod fields;
 mod header_list;
@@ -34,6 +35,7 @@ use items_domain::{
 
 pub use admin::{AdminServer, Readiness, RenderMetrics};
 pub use body::BodyLimits;
+pub use connection::Draining;
 pub use rate_limit::RateLimitSettings;
 pub use routes::route_table;
 pub use server::HttpServer;
@@ -82,4 +84,7 @@ pub struct HttpSettings {
     pub workers: usize,
     pub rate_limit: RateLimitSettings,
     pub upload_limits: UploadLimits,
+    /// Set when the service begins to stop: responses then say
+    /// `Connection: close` (C1).
+    pub draining: Draining,
 }

@@ -14,6 +14,7 @@ use actix_web::{App, web};
 
 use super::body::BodyLimits;
 use super::conditional::entity_tags;
+use super::connection::close_when_done;
 use super::cors::{cors, preflight_status};
 use super::metrics::{RequestMetrics, record_request};
 use super::rate_limit::{Limiter, RateLimitSettings, limit_rate};
@@ -64,9 +65,11 @@ impl HttpServer {
         // (or per fleet, over Redis), not per worker thread.
         let limiter = Arc::new(Limiter::new(settings.rate_limit, services.rate_limits));
         let request_metrics = RequestMetrics::new();
+        let draining = settings.draining;
         let server = actix_web::HttpServer::new(move || {
-            // Outermost last: metrics (C11: duration by route template, in
-            // flight) → edge (log, nosniff) → CORS (answers preflights,
+            // Outermost last: the connection's fate (C1, C5: closed after a
+            // body not read to its end, or once the stop began) → metrics
+            // (C11: duration by route template, in flight) → edge (log, nosniff) → CORS (answers preflights,
             // so they are never counted, and decorates 429s) → ETags →
             // the limiter (RateLimit-* headers, 429) → routes.
             App::new()
@@ -88,6 +91,10 @@ impl HttpServer {
                 .wrap(from_fn({
                     let request_metrics = request_metrics.clone();
                     move |request, next| record_request(request_metrics.clone(), request, next)
+                }))
+                .wrap(from_fn({
+                    let draining = draining.clone();
+                    move |request, next| close_when_done(draining.clone(), request, next)
                 }))
         })
         .workers(settings.workers)
@@ -134,6 +141,7 @@ impl Default for HttpSettings {
             workers: std::thread::available_parallelism().map_or(1, usize::from),
             upload_limits: UploadLimits::default(),
             rate_limit: RateLimitSettings::default(),
+            draining: super::Draining::default(),
         }
     }
 }

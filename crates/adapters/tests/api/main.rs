@@ -22,4 +22,5 @@ mod rate_limit;
 mod rate_limit_redis;
 mod reverse_proxy;
 mod sqlite;
+mod unread_bodies;
 mod uploads;
