@@ -15,11 +15,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use items_domain::transfer::{Counters, Counts, SnapshotSource, StoreSink};
-use items_domain::{Id, Item, Price, Product, RepositoryError};
+use items_domain::{Id, Item, Product, RepositoryError};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Executor as _, QueryBuilder, SqliteConnection};
 
-use super::{MIGRATOR, OpenError, stored_name, unavailable};
+use super::{MIGRATOR, OpenError, unavailable};
+use crate::stored_rows::{ItemRow, ProductRow, page_bounds, stored_items, stored_products};
 
 /// How long either end waits for a lock another process holds.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -87,21 +88,15 @@ impl SnapshotSource for SqliteSnapshot {
         after: Option<Id>,
         limit: usize,
     ) -> Result<Vec<Item>, RepositoryError> {
-        let rows: Vec<(i64, Vec<u8>)> =
+        let (after, limit) = page_bounds(after, limit);
+        let rows: Vec<ItemRow> =
             sqlx::query_as("select id, name from items where id > ?1 order by id limit ?2")
-                .bind(after.map_or(i64::MIN, Id::get))
-                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .bind(after)
+                .bind(limit)
                 .fetch_all(&mut self.connection)
                 .await
                 .map_err(unavailable)?;
-        rows.into_iter()
-            .map(|(id, name)| {
-                Ok(Item {
-                    id: Id::new(id),
-                    name: stored_name(id, &name)?,
-                })
-            })
-            .collect()
+        stored_items(rows)
     }
 
     async fn products_after(
@@ -109,29 +104,17 @@ impl SnapshotSource for SqliteSnapshot {
         after: Option<Id>,
         limit: usize,
     ) -> Result<Vec<Product>, RepositoryError> {
-        let rows: Vec<(i64, Vec<u8>, f64)> = sqlx::query_as(
+        let (after, limit) = page_bounds(after, limit);
+        let rows: Vec<ProductRow> = sqlx::query_as(
             "select id, name, price from products where id > ?1 order by id limit ?2",
         )
-        .bind(after.map_or(i64::MIN, Id::get))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(after)
+        .bind(limit)
         .fetch_all(&mut self.connection)
         .await
         .map_err(unavailable)?;
-        rows.into_iter()
-            .map(|(id, name, price)| stored_product(id, &name, price))
-            .collect()
+        stored_products(rows)
     }
-}
-
-fn stored_product(id: i64, name: &[u8], price: f64) -> Result<Product, RepositoryError> {
-    let price = Price::new(price).map_err(|_| {
-        RepositoryError::unavailable(format!("product {id} holds an invalid price"))
-    })?;
-    Ok(Product {
-        id: Id::new(id),
-        name: stored_name(id, name)?,
-        price,
-    })
 }
 
 /// A SQLite store being filled in one `BEGIN IMMEDIATE` transaction.
@@ -250,20 +233,5 @@ impl StoreSink for SqliteSink {
             .await
             .map(drop)
             .map_err(unavailable)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use items_domain::Name;
-
-    use super::*;
-
-    #[test]
-    fn a_stored_product_with_a_negative_price_is_refused_not_a_panic() {
-        assert!(stored_product(1, b"pen", -1.0).is_err());
-        assert!(stored_product(1, &[0xff], 1.0).is_err());
-        let product = stored_product(2, "пен".as_bytes(), 0.5).unwrap();
-        assert_eq!(product.name, Name::parse("пен").unwrap());
     }
 }
