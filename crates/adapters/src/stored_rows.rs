@@ -1,17 +1,21 @@
 //! Rows as the durable stores hold them, read back into the domain: shared
 //! by the PostgreSQL and SQLite adapters (and their copy sources), which
-//! store items and products the same way (ids as 64-bit integers, names as
-//! UTF-8 bytes, prices as doubles) and read them by id-ordered pages.
+//! store items, products and users the same way (ids as 64-bit integers,
+//! item and product names as UTF-8 bytes, prices as doubles) and read them
+//! by id-ordered pages.
 //!
 //! A neutral module: it knows sqlx's row tuples and the domain, not either
 //! adapter; each adapter keeps its own SQL.
 
-use items_domain::{Id, Item, Name, Price, Product, RepositoryError};
+use items_domain::{Id, Item, Name, Price, Product, RepositoryError, User};
 
 /// An item row as read: `(id, name)`.
 pub(crate) type ItemRow = (i64, Vec<u8>);
 /// A product row as read: `(id, name, price)`.
 pub(crate) type ProductRow = (i64, Vec<u8>, f64);
+/// A user row as read: `(id, name)`, the name as text (users are seeded by
+/// the migrations, never written through the service).
+pub(crate) type UserRow = (i64, String);
 
 /// A name as stored (UTF-8 bytes). Names were validated on the way in and the
 /// table's check holds them to a matching bound, so a row that fails here was
@@ -44,6 +48,14 @@ pub(crate) fn stored_product((id, name, price): ProductRow) -> Result<Product, R
         name: stored_name(id, &name)?,
         price,
     })
+}
+
+/// A user row as read.
+pub(crate) fn stored_user((id, name): UserRow) -> User {
+    User {
+        id: Id::new(id),
+        name,
+    }
 }
 
 /// Item rows as read, or the first that cannot be an item.

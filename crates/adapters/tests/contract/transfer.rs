@@ -123,6 +123,13 @@ fn sqlite_path(directory: &Path) -> std::path::PathBuf {
     directory.join("copy.db")
 }
 
+/// The SQLite store at `path`, opened as the service opens it.
+async fn open_sqlite(path: &Path) -> items_adapters::sqlite::SqliteStore {
+    items_adapters::sqlite::SqliteStore::open(path, Default::default())
+        .await
+        .expect("the SQLite file opens")
+}
+
 #[tokio::test]
 async fn sqlite_to_postgres_keeps_every_id_name_and_counter_c12() {
     let source = SqliteFile::create().await;
@@ -182,9 +189,7 @@ async fn postgres_to_sqlite_keeps_every_id_name_and_counter_c12() {
 
     assert_eq!(copied.counts.items, 35);
     assert_eq!(copied.counters.items, 40);
-    let destination = items_adapters::sqlite::SqliteStore::open(&path, Default::default())
-        .await
-        .unwrap();
+    let destination = open_sqlite(&path).await;
     let repositories = destination.repositories();
     assert_eq!(contents(&repositories).await, expected);
     assert_eq!(
@@ -372,9 +377,7 @@ async fn a_sqlite_destination_refusing_a_row_mid_copy_is_left_empty_with_its_cou
     fill(&source.store.repositories()).await;
     let directory = tempfile::tempdir().unwrap();
     let path = sqlite_path(directory.path());
-    let store = items_adapters::sqlite::SqliteStore::open(&path, Default::default())
-        .await
-        .unwrap();
+    let store = open_sqlite(&path).await;
     store.close().await;
     let mut admin = SqliteConnectOptions::new()
         .filename(&path)
@@ -401,9 +404,7 @@ async fn a_sqlite_destination_refusing_a_row_mid_copy_is_left_empty_with_its_cou
     assert!(matches!(error, CopyError::Destination(_)), "{error:?}");
     admin.execute("drop trigger refuse_item_20").await.unwrap();
     admin.close().await.unwrap();
-    let destination = items_adapters::sqlite::SqliteStore::open(&path, Default::default())
-        .await
-        .unwrap();
+    let destination = open_sqlite(&path).await;
     let repositories = destination.repositories();
     assert_eq!(contents(&repositories).await, (vec![], vec![]));
     assert_eq!(
