@@ -29,6 +29,23 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// per row.
 const ROWS_PER_INSERT: usize = 1000;
 
+/// What both ends connect to `path` with: the lock wait, and no statement
+/// logged (a copy runs thousands of them).
+fn options(path: &Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .busy_timeout(BUSY_TIMEOUT)
+        .disable_statement_logging()
+}
+
+/// The error for a failure to open or lock the file at `path`.
+fn cannot_open(path: &Path) -> impl Fn(sqlx::Error) -> OpenError + Copy + '_ {
+    move |source| OpenError::Open {
+        path: path.to_owned(),
+        source,
+    }
+}
+
 /// One read transaction on a SQLite store, held until dropped.
 #[derive(Debug)]
 pub struct SqliteSnapshot {
@@ -42,15 +59,9 @@ impl SqliteSnapshot {
     /// [`OpenError::Open`] when the file is missing, cannot be read or holds
     /// no store.
     pub async fn open(path: &Path) -> Result<Self, OpenError> {
-        let cannot_open = |source| OpenError::Open {
-            path: path.to_owned(),
-            source,
-        };
-        let mut connection = SqliteConnectOptions::new()
-            .filename(path)
+        let cannot_open = cannot_open(path);
+        let mut connection = options(path)
             .read_only(true)
-            .busy_timeout(BUSY_TIMEOUT)
-            .disable_statement_logging()
             .connect()
             .await
             .map_err(cannot_open)?;
@@ -133,17 +144,11 @@ impl SqliteSink {
     /// write lock taken; [`OpenError::Migrate`] when its schema cannot be
     /// brought up to date.
     pub async fn open(path: &Path) -> Result<Self, OpenError> {
-        let cannot_open = |source| OpenError::Open {
-            path: path.to_owned(),
-            source,
-        };
-        let mut connection = SqliteConnectOptions::new()
-            .filename(path)
+        let cannot_open = cannot_open(path);
+        let mut connection = options(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(BUSY_TIMEOUT)
-            .disable_statement_logging()
             .connect()
             .await
             .map_err(cannot_open)?;
