@@ -9,7 +9,9 @@
 //! - [`http`]: driving adapter, the actix-web HTTP edge and the admin listener.
 //!
 //! Beside them: [`report`], the one way errors are written out with their
-//! causes, and [`batch`], the group-commit queue a store's writer drains.
+//! causes, [`batch`], the group-commit queue a store's writer drains, and
+//! `stored_rows`, the rows PostgreSQL and SQLite both hold read back into the
+//! domain.
 //! Test fixtures live in `items-testkit`, never here.
 
 pub mod batch;
@@ -20,3 +22,4 @@ pub mod postgres;
 pub mod redis;
 pub mod report;
 pub mod sqlite;
+mod stored_rows;

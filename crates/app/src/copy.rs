@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use crate::config::DatabaseUrl;
 use clap::Args;
 use items_adapters::postgres::{PostgresSink, PostgresSnapshot};
 use items_adapters::report::ErrorChain;
 use items_adapters::sqlite::{SqliteSink, SqliteSnapshot};
-use crate::config::DatabaseUrl;
 use items_domain::transfer::{Copied, Counts, SnapshotSource, StoreSink, copy_store};
 
 /// Rows per batch: read, held and written together. Memory holds about one
@@ -155,7 +155,9 @@ impl ProgressLines {
 
 async fn open_source(url: &DatabaseUrl) -> Result<Box<dyn SnapshotSource>, String> {
     Ok(match url {
-        DatabaseUrl::Sqlite(path) => Box::new(SqliteSnapshot::open(path).await.map_err(cannot_read)?),
+        DatabaseUrl::Sqlite(path) => {
+            Box::new(SqliteSnapshot::open(path).await.map_err(cannot_read)?)
+        }
         DatabaseUrl::Postgres(url) => {
             Box::new(PostgresSnapshot::open(url).await.map_err(cannot_read)?)
         }
@@ -165,7 +167,9 @@ async fn open_source(url: &DatabaseUrl) -> Result<Box<dyn SnapshotSource>, Strin
 async fn open_sink(url: &DatabaseUrl) -> Result<Box<dyn StoreSink>, String> {
     Ok(match url {
         DatabaseUrl::Sqlite(path) => Box::new(SqliteSink::open(path).await.map_err(cannot_write)?),
-        DatabaseUrl::Postgres(url) => Box::new(PostgresSink::open(url).await.map_err(cannot_write)?),
+        DatabaseUrl::Postgres(url) => {
+            Box::new(PostgresSink::open(url).await.map_err(cannot_write)?)
+        }
     })
 }
 

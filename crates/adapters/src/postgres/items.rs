@@ -10,7 +10,7 @@ use items_domain::{
 };
 
 use super::pool::{Lease, Pool, lease};
-use super::stored_name;
+use crate::stored_rows::{stored_item, stored_items};
 
 /// Items in the `items` table.
 #[derive(Debug, Clone)]
@@ -52,7 +52,7 @@ impl Cursor {
                     .fetch_all(connection)
             })
             .await;
-        let items = match rows.and_then(items) {
+        let items = match rows.and_then(stored_items) {
             Ok(items) => items,
             Err(error) => return Some((Err(error), None)),
         };
@@ -71,19 +71,6 @@ impl Cursor {
     async fn finish(mut self) {
         let _ = self.connection.commit().await;
     }
-}
-
-/// Rows as read, or the first that cannot be an item.
-fn items(rows: Vec<(i64, Vec<u8>)>) -> Result<Vec<Item>, RepositoryError> {
-    rows.into_iter().map(item).collect()
-}
-
-/// A row as read; see [`stored_name`] for why a bad name is not a panic.
-fn item((id, name): (i64, Vec<u8>)) -> Result<Item, RepositoryError> {
-    Ok(Item {
-        id: Id::new(id),
-        name: stored_name(id, &name)?,
-    })
 }
 
 #[async_trait]
@@ -143,7 +130,7 @@ impl ItemRepository for PostgresItemRepository {
             }
         };
         drop(connection);
-        let mut items = items(rows)?;
+        let mut items = stored_items(rows)?;
         let has_more = query.limit.is_some_and(|limit| items.len() > limit.get());
         if let Some(limit) = query.limit {
             items.truncate(limit.get());
@@ -194,7 +181,7 @@ impl ItemRepository for PostgresItemRepository {
                     .fetch_optional(connection)
             })
             .await?;
-        row.map(item).transpose()
+        row.map(stored_item).transpose()
     }
 
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {

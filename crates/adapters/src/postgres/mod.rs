@@ -224,17 +224,6 @@ fn unavailable(error: sqlx::Error) -> RepositoryError {
     RepositoryError::unavailable(error)
 }
 
-/// A name as stored (UTF-8 bytes). Names were validated on the way in and the
-/// table's check holds them to a matching bound, so a row that fails here was
-/// written by someone who bypassed both: reported as an unavailable store,
-/// never a panic.
-fn stored_name(id: i64, bytes: &[u8]) -> Result<items_domain::Name, RepositoryError> {
-    std::str::from_utf8(bytes)
-        .ok()
-        .and_then(|text| items_domain::Name::parse(text).ok())
-        .ok_or_else(|| RepositoryError::unavailable(format!("row {id} holds an invalid name")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -184,7 +184,10 @@ mod tests {
             assert_eq!(second.map(|item| item.name), Some(name("second")));
         }
 
-        assert!(abandoned > 0, "no query was ever abandoned before its reply");
+        assert!(
+            abandoned > 0,
+            "no query was ever abandoned before its reply"
+        );
         store.close().await;
         database.drop().await;
     }

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use items_domain::{Id, Name, Price, Product, ProductRepository, RepositoryError};
 
 use super::pool::{Pool, lease};
-use super::stored_name;
+use crate::stored_rows::{ProductRow, stored_products};
 
 /// Products in the `products` table.
 #[derive(Debug, Clone)]
@@ -22,24 +22,14 @@ impl PostgresProductRepository {
 #[async_trait]
 impl ProductRepository for PostgresProductRepository {
     async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
-        let rows: Vec<(i64, Vec<u8>, f64)> = lease(&self.pool)
+        let rows: Vec<ProductRow> = lease(&self.pool)
             .await?
             .run(|connection| {
                 sqlx::query_as("select id, name, price from products order by id")
                     .fetch_all(connection)
             })
             .await?;
-        rows.into_iter()
-            .map(|(id, name, price)| {
-                let corrupt =
-                    |rule| RepositoryError::unavailable(format!("stored product {id}: {rule}"));
-                Ok(Product {
-                    id: Id::new(id),
-                    name: stored_name(id, &name)?,
-                    price: Price::new(price).map_err(corrupt)?,
-                })
-            })
-            .collect()
+        stored_products(rows)
     }
 
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {

@@ -14,11 +14,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use items_domain::transfer::{Counters, Counts, SnapshotSource, StoreSink};
-use items_domain::{Id, Item, Price, Product, RepositoryError};
+use items_domain::{Id, Item, Product, RepositoryError};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{Connection as _, Executor as _};
 
-use super::{ConnectError, MIGRATOR, quiet, stored_name, unavailable};
+use super::{ConnectError, MIGRATOR, quiet, unavailable};
+use crate::stored_rows::{ItemRow, ProductRow, page_bounds, stored_items, stored_products};
 
 /// How long connecting may take: a copy is run by hand, so it fails soon
 /// and says why rather than retrying as a starting service does.
@@ -112,21 +113,15 @@ impl SnapshotSource for PostgresSnapshot {
         after: Option<Id>,
         limit: usize,
     ) -> Result<Vec<Item>, RepositoryError> {
-        let rows: Vec<(i64, Vec<u8>)> =
+        let (after, limit) = page_bounds(after, limit);
+        let rows: Vec<ItemRow> =
             sqlx::query_as("select id, name from items where id > $1 order by id limit $2")
-                .bind(after.map_or(i64::MIN, Id::get))
-                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .bind(after)
+                .bind(limit)
                 .fetch_all(&mut self.connection)
                 .await
                 .map_err(unavailable)?;
-        rows.into_iter()
-            .map(|(id, name)| {
-                Ok(Item {
-                    id: Id::new(id),
-                    name: stored_name(id, &name)?,
-                })
-            })
-            .collect()
+        stored_items(rows)
     }
 
     async fn products_after(
@@ -134,26 +129,16 @@ impl SnapshotSource for PostgresSnapshot {
         after: Option<Id>,
         limit: usize,
     ) -> Result<Vec<Product>, RepositoryError> {
-        let rows: Vec<(i64, Vec<u8>, f64)> = sqlx::query_as(
+        let (after, limit) = page_bounds(after, limit);
+        let rows: Vec<ProductRow> = sqlx::query_as(
             "select id, name, price from products where id > $1 order by id limit $2",
         )
-        .bind(after.map_or(i64::MIN, Id::get))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(after)
+        .bind(limit)
         .fetch_all(&mut self.connection)
         .await
         .map_err(unavailable)?;
-        rows.into_iter()
-            .map(|(id, name, price)| {
-                let price = Price::new(price).map_err(|_| {
-                    RepositoryError::unavailable(format!("product {id} holds an invalid price"))
-                })?;
-                Ok(Product {
-                    id: Id::new(id),
-                    name: stored_name(id, &name)?,
-                    price,
-                })
-            })
-            .collect()
+        stored_products(rows)
     }
 }
 

@@ -2,9 +2,10 @@
 //! the first migration (C4).
 
 use async_trait::async_trait;
-use items_domain::{Id, RepositoryError, User, UserRepository};
+use items_domain::{RepositoryError, User, UserRepository};
 
 use super::pool::{Pool, lease};
+use crate::stored_rows::{UserRow, stored_user};
 
 /// The read-only users, seeded by the first migration (C4).
 #[derive(Debug, Clone)]
@@ -21,18 +22,12 @@ impl PostgresUserRepository {
 #[async_trait]
 impl UserRepository for PostgresUserRepository {
     async fn list(&self) -> Result<Vec<User>, RepositoryError> {
-        let rows: Vec<(i64, String)> = lease(&self.pool)
+        let rows: Vec<UserRow> = lease(&self.pool)
             .await?
             .run(|connection| {
                 sqlx::query_as("select id, name from users order by id").fetch_all(connection)
             })
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, name)| User {
-                id: Id::new(id),
-                name,
-            })
-            .collect())
+        Ok(rows.into_iter().map(stored_user).collect())
     }
 }

@@ -56,7 +56,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use items_domain::{DependencyDown, Name, Repositories, RepositoryError};
+use items_domain::{DependencyDown, Repositories, RepositoryError};
 use parking_lot::Mutex;
 use sqlx::ConnectOptions as _;
 use sqlx::sqlite::{
@@ -67,6 +67,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::batch;
+/// Read by `items` (which decodes its rows itself).
+use crate::stored_rows::stored_name;
 use writer::{Counters, Reply, Write, Written};
 
 pub use backup::{BackupError, backup};
@@ -308,15 +310,4 @@ fn unavailable(error: sqlx::Error) -> RepositoryError {
 /// for: a bug, reported as an unavailable store rather than a panic.
 fn mismatched(written: &Written) -> RepositoryError {
     RepositoryError::unavailable(format!("the SQLite writer answered {written:?}"))
-}
-
-/// A name as stored (UTF-8 bytes). Names were validated on the way in and the
-/// table's check holds them to a matching bound, so a row that fails here was
-/// written by someone who bypassed both: reported as an unavailable store,
-/// never a panic.
-fn stored_name(id: i64, bytes: &[u8]) -> Result<Name, RepositoryError> {
-    std::str::from_utf8(bytes)
-        .ok()
-        .and_then(|text| Name::parse(text).ok())
-        .ok_or_else(|| RepositoryError::unavailable(format!("row {id} holds an invalid name")))
 }

@@ -2,11 +2,12 @@
 //! through the writer task.
 
 use async_trait::async_trait;
-use items_domain::{Id, Name, Price, Product, ProductRepository, RepositoryError};
+use items_domain::{Name, Price, Product, ProductRepository, RepositoryError};
 use sqlx::SqlitePool;
 
 use super::writer::{Write, Written};
-use super::{Writer, mismatched, stored_name, unavailable};
+use super::{Writer, mismatched, unavailable};
+use crate::stored_rows::{ProductRow, stored_products};
 
 /// Products in the `products` table of one SQLite file.
 #[derive(Debug, Clone)]
@@ -24,22 +25,12 @@ impl SqliteProductRepository {
 #[async_trait]
 impl ProductRepository for SqliteProductRepository {
     async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
-        let rows: Vec<(i64, Vec<u8>, f64)> =
+        let rows: Vec<ProductRow> =
             sqlx::query_as("select id, name, price from products order by id")
                 .fetch_all(&self.readers)
                 .await
                 .map_err(unavailable)?;
-        rows.into_iter()
-            .map(|(id, name, price)| {
-                let corrupt =
-                    |rule| RepositoryError::unavailable(format!("stored product {id}: {rule}"));
-                Ok(Product {
-                    id: Id::new(id),
-                    name: stored_name(id, &name)?,
-                    price: Price::new(price).map_err(corrupt)?,
-                })
-            })
-            .collect()
+        stored_products(rows)
     }
 
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {

@@ -15,11 +15,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use items_domain::transfer::{Counters, Counts, SnapshotSource, StoreSink};
-use items_domain::{Id, Item, Price, Product, RepositoryError};
+use items_domain::{Id, Item, Product, RepositoryError};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Executor as _, QueryBuilder, SqliteConnection};
 
-use super::{MIGRATOR, OpenError, stored_name, unavailable};
+use super::{MIGRATOR, OpenError, unavailable};
+use crate::stored_rows::{ItemRow, ProductRow, page_bounds, stored_items, stored_products};
 
 /// How long either end waits for a lock another process holds.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,6 +28,23 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// 32,766. Fewer, larger statements spare a round trip to SQLite's thread
 /// per row.
 const ROWS_PER_INSERT: usize = 1000;
+
+/// What both ends connect to `path` with: the lock wait, and no statement
+/// logged (a copy runs thousands of them).
+fn options(path: &Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .busy_timeout(BUSY_TIMEOUT)
+        .disable_statement_logging()
+}
+
+/// The error for a failure to open or lock the file at `path`.
+fn cannot_open(path: &Path) -> impl Fn(sqlx::Error) -> OpenError + Copy + '_ {
+    move |source| OpenError::Open {
+        path: path.to_owned(),
+        source,
+    }
+}
 
 /// One read transaction on a SQLite store, held until dropped.
 #[derive(Debug)]
@@ -41,15 +59,9 @@ impl SqliteSnapshot {
     /// [`OpenError::Open`] when the file is missing, cannot be read or holds
     /// no store.
     pub async fn open(path: &Path) -> Result<Self, OpenError> {
-        let cannot_open = |source| OpenError::Open {
-            path: path.to_owned(),
-            source,
-        };
-        let mut connection = SqliteConnectOptions::new()
-            .filename(path)
+        let cannot_open = cannot_open(path);
+        let mut connection = options(path)
             .read_only(true)
-            .busy_timeout(BUSY_TIMEOUT)
-            .disable_statement_logging()
             .connect()
             .await
             .map_err(cannot_open)?;
@@ -87,21 +99,15 @@ impl SnapshotSource for SqliteSnapshot {
         after: Option<Id>,
         limit: usize,
     ) -> Result<Vec<Item>, RepositoryError> {
-        let rows: Vec<(i64, Vec<u8>)> =
+        let (after, limit) = page_bounds(after, limit);
+        let rows: Vec<ItemRow> =
             sqlx::query_as("select id, name from items where id > ?1 order by id limit ?2")
-                .bind(after.map_or(i64::MIN, Id::get))
-                .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+                .bind(after)
+                .bind(limit)
                 .fetch_all(&mut self.connection)
                 .await
                 .map_err(unavailable)?;
-        rows.into_iter()
-            .map(|(id, name)| {
-                Ok(Item {
-                    id: Id::new(id),
-                    name: stored_name(id, &name)?,
-                })
-            })
-            .collect()
+        stored_items(rows)
     }
 
     async fn products_after(
@@ -109,29 +115,17 @@ impl SnapshotSource for SqliteSnapshot {
         after: Option<Id>,
         limit: usize,
     ) -> Result<Vec<Product>, RepositoryError> {
-        let rows: Vec<(i64, Vec<u8>, f64)> = sqlx::query_as(
+        let (after, limit) = page_bounds(after, limit);
+        let rows: Vec<ProductRow> = sqlx::query_as(
             "select id, name, price from products where id > ?1 order by id limit ?2",
         )
-        .bind(after.map_or(i64::MIN, Id::get))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(after)
+        .bind(limit)
         .fetch_all(&mut self.connection)
         .await
         .map_err(unavailable)?;
-        rows.into_iter()
-            .map(|(id, name, price)| stored_product(id, &name, price))
-            .collect()
+        stored_products(rows)
     }
-}
-
-fn stored_product(id: i64, name: &[u8], price: f64) -> Result<Product, RepositoryError> {
-    let price = Price::new(price).map_err(|_| {
-        RepositoryError::unavailable(format!("product {id} holds an invalid price"))
-    })?;
-    Ok(Product {
-        id: Id::new(id),
-        name: stored_name(id, name)?,
-        price,
-    })
 }
 
 /// A SQLite store being filled in one `BEGIN IMMEDIATE` transaction.
@@ -150,17 +144,11 @@ impl SqliteSink {
     /// write lock taken; [`OpenError::Migrate`] when its schema cannot be
     /// brought up to date.
     pub async fn open(path: &Path) -> Result<Self, OpenError> {
-        let cannot_open = |source| OpenError::Open {
-            path: path.to_owned(),
-            source,
-        };
-        let mut connection = SqliteConnectOptions::new()
-            .filename(path)
+        let cannot_open = cannot_open(path);
+        let mut connection = options(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
-            .busy_timeout(BUSY_TIMEOUT)
-            .disable_statement_logging()
             .connect()
             .await
             .map_err(cannot_open)?;
@@ -250,20 +238,5 @@ impl StoreSink for SqliteSink {
             .await
             .map(drop)
             .map_err(unavailable)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use items_domain::Name;
-
-    use super::*;
-
-    #[test]
-    fn a_stored_product_with_a_negative_price_is_refused_not_a_panic() {
-        assert!(stored_product(1, b"pen", -1.0).is_err());
-        assert!(stored_product(1, &[0xff], 1.0).is_err());
-        let product = stored_product(2, "пен".as_bytes(), 0.5).unwrap();
-        assert_eq!(product.name, Name::parse("пен").unwrap());
     }
 }

@@ -1,10 +1,11 @@
 //! The read-only users, seeded by the first migration (C4).
 
 use async_trait::async_trait;
-use items_domain::{Id, RepositoryError, User, UserRepository};
+use items_domain::{RepositoryError, User, UserRepository};
 use sqlx::SqlitePool;
 
 use super::unavailable;
+use crate::stored_rows::{UserRow, stored_user};
 
 /// The users of the `users` table of one SQLite file.
 #[derive(Debug, Clone)]
@@ -21,16 +22,10 @@ impl SqliteUserRepository {
 #[async_trait]
 impl UserRepository for SqliteUserRepository {
     async fn list(&self) -> Result<Vec<User>, RepositoryError> {
-        let rows: Vec<(i64, String)> = sqlx::query_as("select id, name from users order by id")
+        let rows: Vec<UserRow> = sqlx::query_as("select id, name from users order by id")
             .fetch_all(&self.readers)
             .await
             .map_err(unavailable)?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, name)| User {
-                id: Id::new(id),
-                name,
-            })
-            .collect())
+        Ok(rows.into_iter().map(stored_user).collect())
     }
 }

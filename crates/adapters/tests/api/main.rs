@@ -10,6 +10,7 @@ mod admin;
 mod auxiliary;
 mod bodies;
 mod cors;
+mod durable;
 mod failures;
 mod hardening;
 mod http_semantics;

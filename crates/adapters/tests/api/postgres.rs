@@ -8,11 +8,12 @@ use std::time::Duration;
 use items_testkit::Fixture;
 use items_testkit::postgres::{ScratchStore, test_database_url};
 use items_testkit::tcp_proxy::TcpProxy;
-use reqwest::Method;
 use serde_json::{Value, json};
 use sqlx::postgres::PgConnectOptions;
 
 use items_testkit::http::*;
+
+use crate::durable::*;
 
 /// A server over PostgreSQL repositories in a scratch database.
 struct PostgresApp {
@@ -35,109 +36,21 @@ impl PostgresApp {
 #[tokio::test]
 async fn the_item_lifecycle_over_postgres_matches_the_spec_c2_c7_c10() {
     let postgres = PostgresApp::spawn(ScratchStore::create().await).await;
-    let app = &postgres.app;
-
-    for name in ["a", "b", "a"] {
-        app.create_item(name).await;
-    }
-    let created = app.post_json("/items", &json!({ "name": "d" })).await;
-    assert_eq!(created.status(), 201);
-    assert_eq!(header(&created, "location"), "/items/4");
-    assert_eq!(
-        app.get("/items/2").await.json::<Value>().await.unwrap(),
-        json!({ "id": 2, "name": "b" })
-    );
-    assert_eq!(
-        app.get("/items/99").await.text().await.unwrap(),
-        "Item not found"
-    );
-
-    let tag = header(&app.get("/items/2").await, "etag");
-    let stale = app
-        .request(Method::PUT, "/items/2")
-        .header("if-match", "\"stale\"")
-        .json(&json!({ "name": "x" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stale.status(), 412);
-    let fresh = app
-        .request(Method::PUT, "/items/2")
-        .header("if-match", &tag)
-        .json(&json!({ "name": "B" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(fresh.status(), 200);
-
-    assert_eq!(app.delete("/items/4").await.status(), 204);
-    assert_eq!(app.delete("/items/4").await.status(), 204);
-    assert_eq!(app.create_item("e").await["id"], 5, "ids are never reused");
-
-    let page = app.get("/items?limit=2&name=a").await;
-    assert_eq!(header(&page, "x-total-count"), "2");
-    assert_eq!(header(&page, "link"), "");
-    let first = app.get("/items?limit=2").await;
-    assert_eq!(
-        header(&first, "link"),
-        r#"</items?limit=2&after=2>; rel="next""#
-    );
-    assert_eq!(header(&first, "x-total-count"), "4");
+    the_item_lifecycle_matches_the_spec(&postgres.app).await;
     postgres.finish().await;
 }
 
 #[tokio::test]
 async fn products_and_users_over_postgres_c4() {
     let postgres = PostgresApp::spawn(ScratchStore::create().await).await;
-    let app = &postgres.app;
-
-    let created = app
-        .post_json("/products", &json!({ "name": "pen", "price": 1.5 }))
-        .await;
-    assert_eq!(created.status(), 201);
-    assert_eq!(
-        app.get("/products").await.json::<Value>().await.unwrap(),
-        json!([{ "id": 1, "name": "pen", "price": 1.5 }])
-    );
-    assert_eq!(
-        app.get("/users").await.json::<Value>().await.unwrap(),
-        json!([{ "id": 1, "name": "John Doe" }, { "id": 2, "name": "Jane Doe" }])
-    );
+    products_and_users_are_served(&postgres.app).await;
     postgres.finish().await;
 }
 
 #[tokio::test]
 async fn concurrent_creates_over_postgres_get_distinct_ids_c2() {
     let postgres = PostgresApp::spawn(ScratchStore::create().await).await;
-    let app = &postgres.app;
-
-    let creates: Vec<_> = (0..300)
-        .map(|n| {
-            let request = app
-                .request(Method::POST, "/items")
-                .json(&json!({ "name": format!("n{n}") }));
-            tokio::spawn(async move {
-                request.send().await.unwrap().json::<Value>().await.unwrap()["id"]
-                    .as_i64()
-                    .unwrap()
-            })
-        })
-        .collect();
-    let mut ids = std::collections::HashSet::new();
-    for create in creates {
-        assert!(ids.insert(create.await.unwrap()));
-    }
-
-    assert_eq!(ids.len(), 300);
-    assert_eq!(
-        app.get("/items")
-            .await
-            .json::<Vec<Value>>()
-            .await
-            .unwrap()
-            .len(),
-        300
-    );
+    concurrent_creates_get_distinct_ids(&postgres.app).await;
     postgres.finish().await;
 }
 

@@ -6,10 +6,11 @@ use std::path::PathBuf;
 
 use items_adapters::sqlite::{SqliteSettings, SqliteStore};
 use reqwest::Method;
-use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use items_testkit::http::*;
+
+use crate::durable::*;
 
 /// A server over a SQLite store in a temporary directory.
 struct SqliteApp {
@@ -64,109 +65,21 @@ async fn open(path: PathBuf) -> SqliteStore {
 #[tokio::test]
 async fn the_item_lifecycle_over_sqlite_matches_the_spec_c2_c7_c10() {
     let sqlite = SqliteApp::spawn().await;
-    let app = &sqlite.app;
-
-    for name in ["a", "b", "a"] {
-        app.create_item(name).await;
-    }
-    let created = app.post_json("/items", &json!({ "name": "d" })).await;
-    assert_eq!(created.status(), 201);
-    assert_eq!(header(&created, "location"), "/items/4");
-    assert_eq!(
-        app.get("/items/2").await.json::<Value>().await.unwrap(),
-        json!({ "id": 2, "name": "b" })
-    );
-    assert_eq!(
-        app.get("/items/99").await.text().await.unwrap(),
-        "Item not found"
-    );
-
-    let tag = header(&app.get("/items/2").await, "etag");
-    let stale = app
-        .request(Method::PUT, "/items/2")
-        .header("if-match", "\"stale\"")
-        .json(&json!({ "name": "x" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stale.status(), 412);
-    let fresh = app
-        .request(Method::PUT, "/items/2")
-        .header("if-match", &tag)
-        .json(&json!({ "name": "B" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(fresh.status(), 200);
-
-    assert_eq!(app.delete("/items/4").await.status(), 204);
-    assert_eq!(app.delete("/items/4").await.status(), 204);
-    assert_eq!(app.create_item("e").await["id"], 5, "ids are never reused");
-
-    let page = app.get("/items?limit=2&name=a").await;
-    assert_eq!(header(&page, "x-total-count"), "2");
-    assert_eq!(header(&page, "link"), "");
-    let first = app.get("/items?limit=2").await;
-    assert_eq!(
-        header(&first, "link"),
-        r#"</items?limit=2&after=2>; rel="next""#
-    );
-    assert_eq!(header(&first, "x-total-count"), "4");
+    the_item_lifecycle_matches_the_spec(&sqlite.app).await;
     sqlite.finish().await;
 }
 
 #[tokio::test]
 async fn products_and_users_over_sqlite_c4() {
     let sqlite = SqliteApp::spawn().await;
-    let app = &sqlite.app;
-
-    let created = app
-        .post_json("/products", &json!({ "name": "pen", "price": 1.5 }))
-        .await;
-    assert_eq!(created.status(), 201);
-    assert_eq!(
-        app.get("/products").await.json::<Value>().await.unwrap(),
-        json!([{ "id": 1, "name": "pen", "price": 1.5 }])
-    );
-    assert_eq!(
-        app.get("/users").await.json::<Value>().await.unwrap(),
-        json!([{ "id": 1, "name": "John Doe" }, { "id": 2, "name": "Jane Doe" }])
-    );
+    products_and_users_are_served(&sqlite.app).await;
     sqlite.finish().await;
 }
 
 #[tokio::test]
 async fn concurrent_creates_over_sqlite_get_distinct_ids_c2() {
     let sqlite = SqliteApp::spawn().await;
-    let app = &sqlite.app;
-
-    let creates: Vec<_> = (0..300)
-        .map(|n| {
-            let request = app
-                .request(Method::POST, "/items")
-                .json(&json!({ "name": format!("n{n}") }));
-            tokio::spawn(async move {
-                request.send().await.unwrap().json::<Value>().await.unwrap()["id"]
-                    .as_i64()
-                    .unwrap()
-            })
-        })
-        .collect();
-    let mut ids = std::collections::HashSet::new();
-    for create in creates {
-        assert!(ids.insert(create.await.unwrap()));
-    }
-
-    assert_eq!(ids.len(), 300);
-    assert_eq!(
-        app.get("/items")
-            .await
-            .json::<Vec<Value>>()
-            .await
-            .unwrap()
-            .len(),
-        300
-    );
+    concurrent_creates_get_distinct_ids(&sqlite.app).await;
     sqlite.finish().await;
 }
 
@@ -191,24 +104,21 @@ async fn the_listing_tag_and_the_id_counter_survive_a_restart_c2_c7_c12() {
     let again = app.get("/items").await;
     assert_eq!(header(&again, "etag"), tag);
     assert_eq!(again.bytes().await.unwrap(), bytes);
-    let cached = app
-        .request(Method::GET, "/items")
-        .header("if-none-match", &tag)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(cached.status(), 304);
+    assert_eq!(listing_if_none_match(app, &tag).await.status(), 304);
     assert_eq!(
         app.create_item("d").await["id"],
         4,
         "3 is never handed out again"
     );
-    let stale = app
-        .request(Method::GET, "/items")
-        .header("if-none-match", &tag)
+    assert_eq!(listing_if_none_match(app, &tag).await.status(), 200);
+    sqlite.finish().await;
+}
+
+/// `GET /items` with `If-None-Match: tag`.
+async fn listing_if_none_match(app: &TestApp, tag: &str) -> reqwest::Response {
+    app.request(Method::GET, "/items")
+        .header("if-none-match", tag)
         .send()
         .await
-        .unwrap();
-    assert_eq!(stale.status(), 200);
-    sqlite.finish().await;
+        .unwrap()
 }

@@ -10,7 +10,9 @@ use std::path::Path;
 use futures_util::TryStreamExt;
 use items_adapters::postgres::{PostgresSink, PostgresSnapshot};
 use items_adapters::sqlite::{SqliteSink, SqliteSnapshot};
-use items_domain::transfer::{Copied, CopyError, Counters, Counts, copy_store};
+use items_domain::transfer::{
+    Copied, CopyError, Counters, Counts, SnapshotSource, StoreSink, copy_store,
+};
 use items_domain::{Item, Name, Price, Product, Repositories};
 use items_testkit::Fixture;
 use items_testkit::postgres::ScratchStore;
@@ -37,6 +39,15 @@ fn names() -> Vec<String> {
     .collect();
     names.push("é".repeat(256));
     names
+}
+
+/// Copies `source` into `sink` in batches of [`BATCH`], then closes both
+/// ends: what `items-service copy` does, without its progress lines.
+async fn copy(
+    mut source: impl SnapshotSource,
+    mut sink: impl StoreSink,
+) -> Result<Copied, CopyError> {
+    copy_store(&mut source, &mut sink, BATCH, &mut |_| {}).await
 }
 
 /// Fills a store: 40 items (the last three and two others deleted, so the
@@ -112,6 +123,13 @@ fn sqlite_path(directory: &Path) -> std::path::PathBuf {
     directory.join("copy.db")
 }
 
+/// The SQLite store at `path`, opened as the service opens it.
+async fn open_sqlite(path: &Path) -> items_adapters::sqlite::SqliteStore {
+    items_adapters::sqlite::SqliteStore::open(path, Default::default())
+        .await
+        .expect("the SQLite file opens")
+}
+
 #[tokio::test]
 async fn sqlite_to_postgres_keeps_every_id_name_and_counter_c12() {
     let source = SqliteFile::create().await;
@@ -119,14 +137,14 @@ async fn sqlite_to_postgres_keeps_every_id_name_and_counter_c12() {
     let expected = contents(&source.store.repositories()).await;
     let destination = ScratchStore::create().await;
 
-    let mut snapshot = SqliteSnapshot::open(&source.path()).await.unwrap();
-    let mut sink = PostgresSink::open(&destination.database.url())
-        .await
-        .unwrap();
-    let copied = copy_store(&mut snapshot, &mut sink, BATCH, &mut |_| {})
-        .await
-        .unwrap();
-    drop(snapshot);
+    let copied = copy(
+        SqliteSnapshot::open(&source.path()).await.unwrap(),
+        PostgresSink::open(&destination.database.url())
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
 
     assert_eq!(
         copied,
@@ -160,20 +178,18 @@ async fn postgres_to_sqlite_keeps_every_id_name_and_counter_c12() {
     let directory = tempfile::tempdir().unwrap();
     let path = sqlite_path(directory.path());
 
-    let mut snapshot = PostgresSnapshot::open(&source.database.url())
-        .await
-        .unwrap();
-    let mut sink = SqliteSink::open(&path).await.unwrap();
-    let copied = copy_store(&mut snapshot, &mut sink, BATCH, &mut |_| {})
-        .await
-        .unwrap();
-    drop((snapshot, sink));
+    let copied = copy(
+        PostgresSnapshot::open(&source.database.url())
+            .await
+            .unwrap(),
+        SqliteSink::open(&path).await.unwrap(),
+    )
+    .await
+    .unwrap();
 
     assert_eq!(copied.counts.items, 35);
     assert_eq!(copied.counters.items, 40);
-    let destination = items_adapters::sqlite::SqliteStore::open(&path, Default::default())
-        .await
-        .unwrap();
+    let destination = open_sqlite(&path).await;
     let repositories = destination.repositories();
     assert_eq!(contents(&repositories).await, expected);
     assert_eq!(
@@ -198,29 +214,30 @@ async fn postgres_to_postgres_and_sqlite_to_sqlite_work_alike_c12() {
     let expected = contents(&source.store.repositories()).await;
     let directory = tempfile::tempdir().unwrap();
     let path = sqlite_path(directory.path());
-    let mut snapshot = SqliteSnapshot::open(&source.path()).await.unwrap();
-    let mut sink = SqliteSink::open(&path).await.unwrap();
-    copy_store(&mut snapshot, &mut sink, BATCH, &mut |_| {})
-        .await
-        .unwrap();
-    drop((snapshot, sink));
+    copy(
+        SqliteSnapshot::open(&source.path()).await.unwrap(),
+        SqliteSink::open(&path).await.unwrap(),
+    )
+    .await
+    .unwrap();
     let middle = ScratchStore::create().await;
     let destination = ScratchStore::create().await;
-    let mut snapshot = SqliteSnapshot::open(&path).await.unwrap();
-    let mut sink = PostgresSink::open(&middle.database.url()).await.unwrap();
-    copy_store(&mut snapshot, &mut sink, BATCH, &mut |_| {})
-        .await
-        .unwrap();
-    let mut snapshot = PostgresSnapshot::open(&middle.database.url())
-        .await
-        .unwrap();
-    let mut sink = PostgresSink::open(&destination.database.url())
-        .await
-        .unwrap();
-    copy_store(&mut snapshot, &mut sink, BATCH, &mut |_| {})
-        .await
-        .unwrap();
-    drop(snapshot);
+    copy(
+        SqliteSnapshot::open(&path).await.unwrap(),
+        PostgresSink::open(&middle.database.url()).await.unwrap(),
+    )
+    .await
+    .unwrap();
+    copy(
+        PostgresSnapshot::open(&middle.database.url())
+            .await
+            .unwrap(),
+        PostgresSink::open(&destination.database.url())
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap();
 
     let repositories = destination.store.repositories();
     assert_eq!(contents(&repositories).await, expected);
@@ -270,13 +287,14 @@ async fn a_destination_holding_a_product_is_refused_and_left_as_it_was_c12() {
         .unwrap();
     let before = contents(&repositories).await;
 
-    let mut snapshot = SqliteSnapshot::open(&source.path()).await.unwrap();
-    let mut sink = PostgresSink::open(&destination.database.url())
-        .await
-        .unwrap();
-    let error = copy_store(&mut snapshot, &mut sink, BATCH, &mut |_| {})
-        .await
-        .unwrap_err();
+    let error = copy(
+        SqliteSnapshot::open(&source.path()).await.unwrap(),
+        PostgresSink::open(&destination.database.url())
+            .await
+            .unwrap(),
+    )
+    .await
+    .unwrap_err();
 
     assert!(
         matches!(
@@ -359,9 +377,7 @@ async fn a_sqlite_destination_refusing_a_row_mid_copy_is_left_empty_with_its_cou
     fill(&source.store.repositories()).await;
     let directory = tempfile::tempdir().unwrap();
     let path = sqlite_path(directory.path());
-    let store = items_adapters::sqlite::SqliteStore::open(&path, Default::default())
-        .await
-        .unwrap();
+    let store = open_sqlite(&path).await;
     store.close().await;
     let mut admin = SqliteConnectOptions::new()
         .filename(&path)
@@ -376,21 +392,19 @@ async fn a_sqlite_destination_refusing_a_row_mid_copy_is_left_empty_with_its_cou
         .await
         .unwrap();
 
-    let mut snapshot = PostgresSnapshot::open(&source.database.url())
-        .await
-        .unwrap();
-    let mut sink = SqliteSink::open(&path).await.unwrap();
-    let error = copy_store(&mut snapshot, &mut sink, BATCH, &mut |_| {})
-        .await
-        .unwrap_err();
-    drop(sink);
+    let error = copy(
+        PostgresSnapshot::open(&source.database.url())
+            .await
+            .unwrap(),
+        SqliteSink::open(&path).await.unwrap(),
+    )
+    .await
+    .unwrap_err();
 
     assert!(matches!(error, CopyError::Destination(_)), "{error:?}");
     admin.execute("drop trigger refuse_item_20").await.unwrap();
     admin.close().await.unwrap();
-    let destination = items_adapters::sqlite::SqliteStore::open(&path, Default::default())
-        .await
-        .unwrap();
+    let destination = open_sqlite(&path).await;
     let repositories = destination.repositories();
     assert_eq!(contents(&repositories).await, (vec![], vec![]));
     assert_eq!(

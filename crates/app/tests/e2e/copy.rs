@@ -46,6 +46,18 @@ async fn listings(service: &Client) -> (Vec<u8>, Vec<u8>) {
     (bodies.pop().unwrap(), products)
 }
 
+/// A destination filled by [`fill`]'s copy lists the source's `expected`
+/// bytes, and its next item id follows the source's counter (30), not the
+/// largest id copied.
+async fn assert_serves_the_copy(served: &Client, expected: &(Vec<u8>, Vec<u8>)) {
+    assert_eq!(
+        &listings(served).await,
+        expected,
+        "the same bytes are listed"
+    );
+    assert_eq!(served.create_item("after").await["id"], 31);
+}
+
 fn sqlite_url(path: &Path) -> String {
     format!("sqlite://{}", path.display())
 }
@@ -89,12 +101,7 @@ async fn sqlite_to_postgres_serves_the_same_bytes_and_the_next_id_follows_the_co
         "{stdout}"
     );
     let served = TestApp::spawn(TestServices::postgres(&destination.store)).await;
-    assert_eq!(
-        listings(&served).await,
-        expected,
-        "the same bytes are listed"
-    );
-    assert_eq!(served.create_item("after").await["id"], 31);
+    assert_serves_the_copy(&served, &expected).await;
     drop((served, served_source));
     destination.teardown().await;
     source.close().await;
@@ -118,12 +125,7 @@ async fn postgres_to_a_new_sqlite_file_serves_the_same_bytes_and_the_next_id_fol
     );
     let destination = sqlite_store(&path).await;
     let served = TestApp::spawn(TestServices::sqlite(&destination)).await;
-    assert_eq!(
-        listings(&served).await,
-        expected,
-        "the same bytes are listed"
-    );
-    assert_eq!(served.create_item("after").await["id"], 31);
+    assert_serves_the_copy(&served, &expected).await;
     drop((served, served_source));
     destination.close().await;
     source.teardown().await;

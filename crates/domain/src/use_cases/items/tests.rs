@@ -43,6 +43,47 @@ fn replace_of(
     }
 }
 
+/// Expects one `get` of item `id`, answered with `answer`.
+fn expect_get(
+    repository: &mut MockItemRepository,
+    id: i64,
+    answer: Result<Option<Item>, RepositoryError>,
+) {
+    repository
+        .expect_get()
+        .with(eq(Id::new(id)))
+        .times(1)
+        .return_once(move |_| answer);
+}
+
+/// Expects one replace of exactly `item`, with `expected` as the
+/// compare-and-swap's expected name, answered with `answer`.
+fn expect_replace(
+    repository: &mut MockItemRepository,
+    item: Item,
+    expected: Option<&'static str>,
+    answer: Result<Replaced, RepositoryError>,
+) {
+    repository
+        .expect_replace()
+        .withf(replace_of(item, expected))
+        .times(1)
+        .return_once(move |_, _| answer);
+}
+
+/// Expects one delete of item `id`, answered with `answer`.
+fn expect_delete(
+    repository: &mut MockItemRepository,
+    id: i64,
+    answer: Result<bool, RepositoryError>,
+) {
+    repository
+        .expect_delete()
+        .with(eq(Id::new(id)))
+        .times(1)
+        .return_once(move |_| answer);
+}
+
 #[tokio::test]
 async fn list_all_returns_the_repository_listing_and_its_batches_c10() {
     let mut repository = MockItemRepository::new();
@@ -89,11 +130,7 @@ async fn list_passes_the_query_through_and_returns_the_page_c10() {
 #[tokio::test]
 async fn get_returns_the_stored_item() {
     let mut repository = MockItemRepository::new();
-    repository
-        .expect_get()
-        .with(eq(Id::new(1)))
-        .times(1)
-        .return_once(|_| Ok(Some(item(1, "a"))));
+    expect_get(&mut repository, 1, Ok(Some(item(1, "a"))));
 
     assert_eq!(
         service(repository).get(Id::new(1)).await.unwrap(),
@@ -104,11 +141,7 @@ async fn get_returns_the_stored_item() {
 #[tokio::test]
 async fn get_of_an_unknown_id_is_not_found_spec_7() {
     let mut repository = MockItemRepository::new();
-    repository
-        .expect_get()
-        .with(eq(Id::new(9)))
-        .times(1)
-        .return_once(|_| Ok(None));
+    expect_get(&mut repository, 9, Ok(None));
 
     let error = service(repository).get(Id::new(9)).await.unwrap_err();
     assert!(matches!(error, GetItemError::NotFound(id) if id == Id::new(9)));
@@ -117,11 +150,7 @@ async fn get_of_an_unknown_id_is_not_found_spec_7() {
 #[tokio::test]
 async fn get_reports_an_unavailable_store() {
     let mut repository = MockItemRepository::new();
-    repository
-        .expect_get()
-        .with(eq(Id::new(1)))
-        .times(1)
-        .return_once(|_| Err(unavailable()));
+    expect_get(&mut repository, 1, Err(unavailable()));
 
     let error = service(repository).get(Id::new(1)).await.unwrap_err();
     assert!(matches!(error, GetItemError::Unavailable(ref cause) if is_the_stores_failure(cause)));
@@ -151,11 +180,7 @@ async fn create_returns_the_item_with_the_repository_id_c2() {
 async fn replace_without_precondition_writes_unconditionally_spec_4_rule_1() {
     let mut repository = MockItemRepository::new();
     repository.expect_get().never();
-    repository
-        .expect_replace()
-        .withf(replace_of(item(5, "b"), None))
-        .times(1)
-        .return_once(|_, _| Ok(Replaced::Yes));
+    expect_replace(&mut repository, item(5, "b"), None, Ok(Replaced::Yes));
 
     let replaced = service(repository)
         .replace(item(5, "b"), None)
@@ -167,11 +192,7 @@ async fn replace_without_precondition_writes_unconditionally_spec_4_rule_1() {
 #[tokio::test]
 async fn replace_of_an_unknown_id_is_not_found_spec_7() {
     let mut repository = MockItemRepository::new();
-    repository
-        .expect_replace()
-        .withf(replace_of(item(5, "b"), None))
-        .times(1)
-        .return_once(|_, _| Ok(Replaced::NotFound));
+    expect_replace(&mut repository, item(5, "b"), None, Ok(Replaced::NotFound));
 
     let error = service(repository)
         .replace(item(5, "b"), None)
@@ -183,16 +204,13 @@ async fn replace_of_an_unknown_id_is_not_found_spec_7() {
 #[tokio::test]
 async fn replace_with_a_holding_precondition_swaps_against_the_tested_name_c7() {
     let mut repository = MockItemRepository::new();
-    repository
-        .expect_get()
-        .with(eq(Id::new(5)))
-        .times(1)
-        .return_once(|_| Ok(Some(item(5, "old"))));
-    repository
-        .expect_replace()
-        .withf(replace_of(item(5, "new"), Some("old")))
-        .times(1)
-        .return_once(|_, _| Ok(Replaced::Yes));
+    expect_get(&mut repository, 5, Ok(Some(item(5, "old"))));
+    expect_replace(
+        &mut repository,
+        item(5, "new"),
+        Some("old"),
+        Ok(Replaced::Yes),
+    );
 
     let holds = |current: &Item| current.name.as_str() == "old";
     let replaced = service(repository)
@@ -205,11 +223,7 @@ async fn replace_with_a_holding_precondition_swaps_against_the_tested_name_c7() 
 #[tokio::test]
 async fn replace_with_a_failing_precondition_writes_nothing_c7() {
     let mut repository = MockItemRepository::new();
-    repository
-        .expect_get()
-        .with(eq(Id::new(5)))
-        .times(1)
-        .return_once(|_| Ok(Some(item(5, "old"))));
+    expect_get(&mut repository, 5, Ok(Some(item(5, "old"))));
     repository.expect_replace().never();
 
     let fails = |_: &Item| false;
@@ -223,16 +237,13 @@ async fn replace_with_a_failing_precondition_writes_nothing_c7() {
 #[tokio::test]
 async fn replace_loses_a_race_with_a_concurrent_change_as_precondition_failed_c7() {
     let mut repository = MockItemRepository::new();
-    repository
-        .expect_get()
-        .with(eq(Id::new(5)))
-        .times(1)
-        .return_once(|_| Ok(Some(item(5, "old"))));
-    repository
-        .expect_replace()
-        .withf(replace_of(item(5, "new"), Some("old")))
-        .times(1)
-        .return_once(|_, _| Ok(Replaced::Changed));
+    expect_get(&mut repository, 5, Ok(Some(item(5, "old"))));
+    expect_replace(
+        &mut repository,
+        item(5, "new"),
+        Some("old"),
+        Ok(Replaced::Changed),
+    );
 
     let holds = |_: &Item| true;
     let error = service(repository)
@@ -245,11 +256,7 @@ async fn replace_loses_a_race_with_a_concurrent_change_as_precondition_failed_c7
 #[tokio::test]
 async fn replace_with_a_precondition_on_an_unknown_id_is_not_found() {
     let mut repository = MockItemRepository::new();
-    repository
-        .expect_get()
-        .with(eq(Id::new(5)))
-        .times(1)
-        .return_once(|_| Ok(None));
+    expect_get(&mut repository, 5, Ok(None));
     repository.expect_replace().never();
 
     let holds = |_: &Item| true;
@@ -263,11 +270,7 @@ async fn replace_with_a_precondition_on_an_unknown_id_is_not_found() {
 #[tokio::test]
 async fn replace_reports_an_unavailable_store() {
     let mut repository = MockItemRepository::new();
-    repository
-        .expect_replace()
-        .withf(replace_of(item(5, "b"), None))
-        .times(1)
-        .return_once(|_, _| Err(unavailable()));
+    expect_replace(&mut repository, item(5, "b"), None, Err(unavailable()));
 
     let error = service(repository)
         .replace(item(5, "b"), None)
@@ -281,16 +284,8 @@ async fn replace_reports_an_unavailable_store() {
 #[tokio::test]
 async fn delete_succeeds_whether_or_not_the_item_existed_spec_4_rule_2() {
     let mut repository = MockItemRepository::new();
-    repository
-        .expect_delete()
-        .with(eq(Id::new(1)))
-        .times(1)
-        .return_once(|_| Ok(true));
-    repository
-        .expect_delete()
-        .with(eq(Id::new(2)))
-        .times(1)
-        .return_once(|_| Ok(false));
+    expect_delete(&mut repository, 1, Ok(true));
+    expect_delete(&mut repository, 2, Ok(false));
     let service = service(repository);
 
     assert!(matches!(service.delete(Id::new(1)).await, Ok(())));
@@ -300,11 +295,7 @@ async fn delete_succeeds_whether_or_not_the_item_existed_spec_4_rule_2() {
 #[tokio::test]
 async fn delete_reports_an_unavailable_store() {
     let mut repository = MockItemRepository::new();
-    repository
-        .expect_delete()
-        .with(eq(Id::new(1)))
-        .times(1)
-        .return_once(|_| Err(unavailable()));
+    expect_delete(&mut repository, 1, Err(unavailable()));
 
     let error = service(repository).delete(Id::new(1)).await.unwrap_err();
     assert!(is_the_stores_failure(&error), "{error:?}");

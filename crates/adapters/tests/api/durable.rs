@@ -1,0 +1,107 @@
+//! The HTTP behaviour every durable store must give, written once: the
+//! PostgreSQL and SQLite tests each start a server over their store and
+//! call these bodies on it (C2, C4, C7, C10).
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use items_testkit::http::*;
+
+/// Creates, reads, conditionally replaces and deletes items, then lists
+/// them by page and by name: ids follow each other and are never reused
+/// (C2, C7, C10).
+pub async fn the_item_lifecycle_matches_the_spec(app: &TestApp) {
+    for name in ["a", "b", "a"] {
+        app.create_item(name).await;
+    }
+    let created = app.post_json("/items", &json!({ "name": "d" })).await;
+    assert_eq!(created.status(), 201);
+    assert_eq!(header(&created, "location"), "/items/4");
+    assert_eq!(
+        app.get("/items/2").await.json::<Value>().await.unwrap(),
+        json!({ "id": 2, "name": "b" })
+    );
+    assert_eq!(
+        app.get("/items/99").await.text().await.unwrap(),
+        "Item not found"
+    );
+
+    let tag = header(&app.get("/items/2").await, "etag");
+    let stale = app
+        .request(Method::PUT, "/items/2")
+        .header("if-match", "\"stale\"")
+        .json(&json!({ "name": "x" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale.status(), 412);
+    let fresh = app
+        .request(Method::PUT, "/items/2")
+        .header("if-match", &tag)
+        .json(&json!({ "name": "B" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fresh.status(), 200);
+
+    assert_eq!(app.delete("/items/4").await.status(), 204);
+    assert_eq!(app.delete("/items/4").await.status(), 204);
+    assert_eq!(app.create_item("e").await["id"], 5, "ids are never reused");
+
+    let page = app.get("/items?limit=2&name=a").await;
+    assert_eq!(header(&page, "x-total-count"), "2");
+    assert_eq!(header(&page, "link"), "");
+    let first = app.get("/items?limit=2").await;
+    assert_eq!(
+        header(&first, "link"),
+        r#"</items?limit=2&after=2>; rel="next""#
+    );
+    assert_eq!(header(&first, "x-total-count"), "4");
+}
+
+/// A created product is listed; the seeded users are there (C4).
+pub async fn products_and_users_are_served(app: &TestApp) {
+    let created = app
+        .post_json("/products", &json!({ "name": "pen", "price": 1.5 }))
+        .await;
+    assert_eq!(created.status(), 201);
+    assert_eq!(
+        app.get("/products").await.json::<Value>().await.unwrap(),
+        json!([{ "id": 1, "name": "pen", "price": 1.5 }])
+    );
+    assert_eq!(
+        app.get("/users").await.json::<Value>().await.unwrap(),
+        json!([{ "id": 1, "name": "John Doe" }, { "id": 2, "name": "Jane Doe" }])
+    );
+}
+
+/// 300 creates at once get 300 distinct ids, and all 300 are stored (C2).
+pub async fn concurrent_creates_get_distinct_ids(app: &TestApp) {
+    let creates: Vec<_> = (0..300)
+        .map(|n| {
+            let request = app
+                .request(Method::POST, "/items")
+                .json(&json!({ "name": format!("n{n}") }));
+            tokio::spawn(async move {
+                request.send().await.unwrap().json::<Value>().await.unwrap()["id"]
+                    .as_i64()
+                    .unwrap()
+            })
+        })
+        .collect();
+    let mut ids = std::collections::HashSet::new();
+    for create in creates {
+        assert!(ids.insert(create.await.unwrap()));
+    }
+
+    assert_eq!(ids.len(), 300);
+    assert_eq!(
+        app.get("/items")
+            .await
+            .json::<Vec<Value>>()
+            .await
+            .unwrap()
+            .len(),
+        300
+    );
+}
