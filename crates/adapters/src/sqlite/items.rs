@@ -1,5 +1,8 @@
-//! Items in the `items` table: reads on the reader pool, writes through the
+//! Items in the `items` table: an item by id on the calling thread
+//! (`point_reads.rs`), listings on the reader pool, writes through the
 //! writer task.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use items_domain::{
@@ -8,19 +11,26 @@ use items_domain::{
 };
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
+use super::point_reads::PointReads;
 use super::writer::{Write, Written};
-use super::{Writer, mismatched, stored_name, unavailable};
+use super::{Writer, mismatched, unavailable};
+use crate::stored_rows::stored_name;
 
 /// Items in the `items` table of one SQLite file.
 #[derive(Debug, Clone)]
 pub struct SqliteItemRepository {
     readers: SqlitePool,
+    point_reads: Arc<PointReads>,
     writer: Writer,
 }
 
 impl SqliteItemRepository {
-    pub(super) fn new(readers: SqlitePool, writer: Writer) -> Self {
-        Self { readers, writer }
+    pub(super) fn new(readers: SqlitePool, point_reads: Arc<PointReads>, writer: Writer) -> Self {
+        Self {
+            readers,
+            point_reads,
+            writer,
+        }
     }
 }
 
@@ -155,14 +165,9 @@ impl ItemRepository for SqliteItemRepository {
         })
     }
 
+    /// One B-tree lookup, on the calling thread (`point_reads.rs`).
     async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {
-        let row: Option<(i64, Vec<u8>)> =
-            sqlx::query_as("select id, name from items where id = ?1")
-                .bind(id.get())
-                .fetch_optional(&self.readers)
-                .await
-                .map_err(unavailable)?;
-        row.map(item).transpose()
+        self.point_reads.item(id)
     }
 
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {

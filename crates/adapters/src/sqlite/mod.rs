@@ -18,8 +18,9 @@
 //! turned into a write), every write goes to ONE writer connection, owned by
 //! one task, whose transactions begin `BEGIN IMMEDIATE` (taking the lock
 //! first, waiting up to the busy timeout for another process holding it).
-//! Reads go to a small pool of read-only connections and never wait for the
-//! writer.
+//! Reads go to read-only connections and never wait for the writer: point
+//! reads by id on the calling thread (`point_reads.rs`), the others on a
+//! small sqlx pool.
 //!
 //! # Group commit
 //!
@@ -45,6 +46,7 @@
 
 mod backup;
 mod items;
+mod point_reads;
 mod products;
 mod transfer;
 mod users;
@@ -67,8 +69,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::batch;
-/// Read by `items` (which decodes its rows itself).
-use crate::stored_rows::stored_name;
+use point_reads::PointReads;
 use writer::{Counters, Reply, Write, Written};
 
 pub use backup::{BackupError, backup};
@@ -130,7 +131,10 @@ impl Default for SqliteSettings {
 pub enum OpenError {
     /// Missing directory, no permission, not a database…
     #[error("the SQLite database {} cannot be opened", path.display())]
-    Open { path: PathBuf, source: sqlx::Error },
+    Open {
+        path: PathBuf,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("the SQLite database could not be migrated")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
@@ -140,6 +144,7 @@ pub enum OpenError {
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     readers: SqlitePool,
+    point_reads: Arc<PointReads>,
     writer: Writer,
 }
 
@@ -154,9 +159,9 @@ impl SqliteStore {
     /// brought up to date.
     pub async fn open(path: impl AsRef<Path>, settings: SqliteSettings) -> Result<Self, OpenError> {
         let path = path.as_ref();
-        let cannot_open = |source| OpenError::Open {
+        let cannot_open = |source: sqlx::Error| OpenError::Open {
             path: path.to_owned(),
-            source,
+            source: source.into(),
         };
         let options = SqliteConnectOptions::new()
             .filename(path)
@@ -180,8 +185,14 @@ impl SqliteStore {
             .connect_with(options.read_only(true))
             .await
             .map_err(cannot_open)?;
+        let point_reads =
+            PointReads::open(path, settings.busy_timeout).map_err(|source| OpenError::Open {
+                path: path.to_owned(),
+                source: source.into(),
+            })?;
         Ok(Self {
             readers,
+            point_reads: Arc::new(point_reads),
             writer: Writer::start(connection, settings.queue),
         })
     }
@@ -192,7 +203,11 @@ impl SqliteStore {
     }
 
     pub fn items(&self) -> SqliteItemRepository {
-        SqliteItemRepository::new(self.readers.clone(), self.writer.clone())
+        SqliteItemRepository::new(
+            self.readers.clone(),
+            Arc::clone(&self.point_reads),
+            self.writer.clone(),
+        )
     }
 
     pub fn products(&self) -> SqliteProductRepository {
@@ -228,6 +243,7 @@ impl SqliteStore {
     /// cannot): a stopped store is one file.
     pub async fn close(&self) {
         self.readers.close().await;
+        self.point_reads.close();
         if let Some(stop) = self.writer.shared.stop.lock().take() {
             let _ = stop.send(());
         }

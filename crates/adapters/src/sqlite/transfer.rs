@@ -42,7 +42,7 @@ fn options(path: &Path) -> SqliteConnectOptions {
 fn cannot_open(path: &Path) -> impl Fn(sqlx::Error) -> OpenError + Copy + '_ {
     move |source| OpenError::Open {
         path: path.to_owned(),
-        source,
+        source: Box::new(source),
     }
 }
 

@@ -12,6 +12,7 @@ use items_testkit::postgres::ScratchStore;
 
 mod sqlite_backup;
 mod sqlite_file;
+mod sqlite_point_reads;
 mod sqlite_store;
 mod transfer;
 mod upload_directory;
