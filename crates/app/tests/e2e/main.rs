@@ -24,6 +24,7 @@ mod library;
 mod lifecycle;
 mod migrate;
 mod operator;
+mod restore;
 mod sqlite;
 mod startup;
 mod two_instances;
