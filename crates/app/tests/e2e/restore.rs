@@ -33,13 +33,15 @@ async fn fill(service: &Client) {
 }
 
 /// What a restore must serve again: the raw bodies of `GET /items` and
-/// `GET /products`, and `X-Total-Count` of the items.
-async fn served_state(service: &Client) -> (Vec<u8>, Vec<u8>, String) {
+/// `GET /products` (exact bytes, held as text so a failure reads), and
+/// `X-Total-Count` of the items.
+async fn served_state(service: &Client) -> (String, String, String) {
     let mut bodies = Vec::new();
     for path in ["/items", "/products"] {
         let response = service.get(path).await;
         assert_eq!(response.status(), 200, "{path}");
-        bodies.push(response.bytes().await.unwrap().to_vec());
+        let bytes = response.bytes().await.unwrap().to_vec();
+        bodies.push(String::from_utf8(bytes).unwrap());
     }
     let total = header(&service.get("/items?limit=1").await, "x-total-count");
     let products = bodies.pop().unwrap();
