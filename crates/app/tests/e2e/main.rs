@@ -4,8 +4,9 @@
 //! (C1), its admin listener (C11), the item lifecycle over real HTTP, CORS
 //! in a real browser (C8), a flood of idle connections, several instances on
 //! one database, the durable SQLite file (C12), the fleet behind haproxy,
-//! and crash tests (SIGKILL under write load, C12). Every instance starts on
-//! port 0 and reports the ports it got.
+//! backup and restore by the documented commands, and crash tests (SIGKILL
+//! under write load, C12). Every instance starts on port 0 and reports the
+//! ports it got.
 
 #![allow(clippy::unwrap_used)]
 
@@ -24,6 +25,7 @@ mod library;
 mod lifecycle;
 mod migrate;
 mod operator;
+mod restore;
 mod sqlite;
 mod startup;
 mod two_instances;
