@@ -27,6 +27,7 @@ pub mod listening;
 mod metrics;
 pub mod migrate;
 pub mod startup;
+mod store;
 pub mod telemetry;
 
 pub use config::Config;

@@ -12,7 +12,8 @@
 use std::time::Duration;
 
 use crate::config::StoreConfig;
-use crate::startup::{StartError, Store};
+use crate::startup::StartError;
+use crate::store::Store;
 
 /// How long `migrate` waits for an unreachable PostgreSQL server: shorter than the
 /// service's 15 s at start, since it is run by hand or by a deployment step

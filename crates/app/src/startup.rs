@@ -12,14 +12,15 @@ use items_adapters::disk::DiskUploadStore;
 use items_adapters::http::{
     AdminServer, HttpServer, HttpSettings, Readiness, RenderMetrics, Services,
 };
-use items_adapters::memory::{self, InMemoryRateLimitStore};
-use items_adapters::postgres::{ConnectError, PostgresStore};
+use items_adapters::memory::InMemoryRateLimitStore;
+use items_adapters::postgres::ConnectError;
 use items_adapters::redis::RedisRateLimitStore;
-use items_adapters::sqlite::{self, SqliteSettings, SqliteStore};
-use items_domain::{HealthCheck, RateLimiter, Repositories};
+use items_adapters::sqlite;
+use items_domain::{HealthCheck, RateLimiter};
 
-use crate::config::{Config, DatabaseUrl, StoreConfig};
+use crate::config::Config;
 use crate::listening::Listening;
+use crate::store::{DATABASE_PATIENCE, Store};
 
 /// Why the application could not start, with the exit status it implies.
 #[derive(Debug, thiserror::Error)]
@@ -241,11 +242,6 @@ fn bind(address: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
     Ok((listener, bound))
 }
 
-/// How long to wait for the database at start before giving up: long enough
-/// for a database that starts alongside the service, short enough that a
-/// wrong URL fails the deployment quickly.
-const DATABASE_PATIENCE: Duration = Duration::from_secs(15);
-
 /// The shared rate-limit store on `url` (C9).
 fn open_redis(url: &str) -> Result<Arc<RedisRateLimitStore>, StartError> {
     RedisRateLimitStore::open(url, RedisRateLimitStore::DEFAULT_PREFIX)
@@ -261,115 +257,4 @@ fn rate_limiter(redis: Option<Arc<RedisRateLimitStore>>) -> RateLimiter {
         None => RateLimiter::local(local),
         Some(redis) => RateLimiter::shared(redis, local),
     }
-}
-
-/// The store the configuration names, open: each one hands out the three
-/// repositories the use cases run on, so another store is one more variant.
-#[derive(Debug, Clone)]
-pub(crate) enum Store {
-    /// In this process (no `DATABASE_URL`).
-    Memory,
-    /// PostgreSQL (`DATABASE_URL=postgres://…`).
-    Postgres(PostgresStore),
-    /// A SQLite file (`DATABASE_URL=sqlite://PATH`, C12).
-    Sqlite(SqliteStore),
-}
-
-impl Store {
-    /// Opens the store `config` names, its schema migrated, waiting up to
-    /// `patience` for a PostgreSQL server ([`DATABASE_PATIENCE`] at start).
-    pub(crate) async fn open(config: &StoreConfig, patience: Duration) -> Result<Self, StartError> {
-        match config.database() {
-            None => Ok(Self::Memory),
-            Some(DatabaseUrl::Postgres(url)) => connect(&url, config.database_pool_size, patience)
-                .await
-                .map(Self::Postgres),
-            Some(DatabaseUrl::Sqlite(path)) => {
-                let url = config.database_url.as_deref().unwrap_or_default();
-                open_sqlite(url, &path).await.map(Self::Sqlite)
-            }
-        }
-    }
-
-    /// Its repositories; in memory, a fresh store with the seeded users.
-    fn repositories(&self) -> Repositories {
-        match self {
-            Self::Memory => memory::repositories(),
-            Self::Postgres(store) => store.repositories(),
-            Self::Sqlite(store) => store.repositories(),
-        }
-    }
-
-    /// What a readiness probe pings, for a store outside the process.
-    fn health_check(&self) -> Option<Arc<dyn HealthCheck>> {
-        match self {
-            Self::Memory => None,
-            Self::Postgres(store) => Some(Arc::new(store.clone())),
-            Self::Sqlite(store) => Some(Arc::new(store.clone())),
-        }
-    }
-
-    /// Updates the store's gauges: the connection pool's, the SQLite
-    /// writer's queue.
-    fn record_metrics(&self) {
-        match self {
-            Self::Memory => {}
-            Self::Postgres(store) => store.record_pool_metrics(),
-            Self::Sqlite(store) => store.record_writer_metrics(),
-        }
-    }
-
-    /// Lets the store finish: a SQLite store commits every write it
-    /// accepted and closes the file, a PostgreSQL pool closes its
-    /// connections; in memory there is nothing to finish.
-    pub(crate) async fn close(&self) {
-        match self {
-            Self::Memory => {}
-            Self::Postgres(store) => store.close().await,
-            Self::Sqlite(store) => store.close().await,
-        }
-    }
-}
-
-/// Opens the SQLite file at `path` (from `url`). A directory that does not exist, or a
-/// path that is a directory, is a setting unusable as given (exit 2); a
-/// file that cannot be opened, is no database or cannot be migrated is a
-/// failure of the store (exit 1), as a PostgreSQL server refusing is.
-async fn open_sqlite(url: &str, path: &std::path::Path) -> Result<SqliteStore, StartError> {
-    let unusable = |why: String| {
-        StartError::Setting(format!(
-            "invalid DATABASE_URL (--database-url) {url:?}: {why}"
-        ))
-    };
-    let directory = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => std::path::Path::new("."),
-    };
-    if !directory.is_dir() {
-        return Err(unusable(format!(
-            "the directory {} does not exist",
-            directory.display()
-        )));
-    }
-    if path.is_dir() {
-        return Err(unusable("it is a directory, not a file".to_owned()));
-    }
-    Ok(SqliteStore::open(path, SqliteSettings::default()).await?)
-}
-
-async fn connect(
-    url: &str,
-    pool_size: u32,
-    patience: Duration,
-) -> Result<PostgresStore, StartError> {
-    PostgresStore::connect_url(url, pool_size, patience)
-        .await
-        .map_err(|error| match error {
-            ConnectError::InvalidUrl(cause) => {
-                StartError::Setting(format!("invalid DATABASE_URL (--database-url): {cause}"))
-            }
-            error @ (ConnectError::Unreachable { .. }
-            | ConnectError::Refused(_)
-            | ConnectError::Migrate(_)) => StartError::Database(error),
-        })
 }

@@ -1,0 +1,234 @@
+//! The command line's unit tests: flags, environment names, defaults and
+//! the one-line errors (C1).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+
+use super::*;
+
+fn parse(args: &[&str]) -> Result<Config, Early> {
+    Config::try_parse_from(std::iter::once("items-service").chain(args.iter().copied())).map_err(
+        |error| match error.kind() {
+            ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => Early::Print(error.to_string()),
+            _ => Early::Invalid(one_line(&error)),
+        },
+    )
+}
+
+fn invalid(args: &[&str]) -> String {
+    match parse(args) {
+        Err(Early::Invalid(line)) => line,
+        other => panic!("expected an invalid setting, got {other:?}"),
+    }
+}
+
+#[test]
+fn defaults_follow_the_c1_table() {
+    let config = parse(&[]).unwrap();
+    assert_eq!(config.server.port, 3000);
+    assert_eq!(config.server.host, IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    assert_eq!(config.store.database_url, None);
+    assert_eq!(config.uploads.uploads_dir, PathBuf::from("uploads"));
+    assert_eq!(config.limiter.rate_limit_max, 100);
+    assert_eq!(config.limiter.rate_limit_window_ms, 900_000);
+    assert_eq!(config.limiter.trust_proxy, 0);
+    assert_eq!(config.limiter.redis_url, None);
+    assert_eq!(config.uploads.max_file_bytes, 10_485_760);
+    assert_eq!(config.server.max_json_bytes, 102_400);
+    assert_eq!(config.server.log_format, LogFormat::Text);
+    assert_eq!(config.store.database_pool_size, 10);
+    assert_eq!(config.admin.admin_port, None);
+    assert_eq!(config.admin.shutdown_drain_ms, 5000);
+}
+
+#[test]
+fn the_pool_size_is_between_1_and_1000_c1() {
+    assert_eq!(
+        parse(&["--database-pool-size", "1"])
+            .unwrap()
+            .store
+            .database_pool_size,
+        1
+    );
+    assert_eq!(
+        parse(&["--database-pool-size=1000"])
+            .unwrap()
+            .store
+            .database_pool_size,
+        1000
+    );
+}
+
+#[test]
+fn the_admin_port_is_off_unless_set_c11() {
+    assert_eq!(
+        parse(&["--admin-port", "9090"]).unwrap().admin.admin_port,
+        Some(9090)
+    );
+}
+
+#[test]
+fn invalid_values_give_one_line_naming_the_setting_c1() {
+    for (args, variable) in [
+        (&["--port", "abc"][..], "PORT"),
+        (&["--port", "70000"][..], "PORT"),
+        (&["--host", "not a host"][..], "HOST"),
+        (&["--database-url", "mysql://x"][..], "DATABASE_URL"),
+        (&["--rate-limit-max=-1"][..], "RATE_LIMIT_MAX"),
+        (&["--rate-limit-max", "4294967296"][..], "RATE_LIMIT_MAX"),
+        (&["--rate-limit-window-ms", "0"][..], "RATE_LIMIT_WINDOW_MS"),
+        (&["--trust-proxy", "maybe"][..], "TRUST_PROXY"),
+        (&["--trust-proxy=-1"][..], "TRUST_PROXY"),
+        (&["--redis-url", "http://x"][..], "REDIS_URL"),
+        (&["--redis-url", "redis://"][..], "REDIS_URL"),
+        (&["--max-file-bytes=0"][..], "MAX_FILE_BYTES"),
+        (&["--max-json-bytes", "x"][..], "MAX_JSON_BYTES"),
+        (&["--log-format", "xml"][..], "LOG_FORMAT"),
+        (&["--database-pool-size", "0"][..], "DATABASE_POOL_SIZE"),
+        (&["--database-pool-size", "1001"][..], "DATABASE_POOL_SIZE"),
+        (&["--database-pool-size", "ten"][..], "DATABASE_POOL_SIZE"),
+        (&["--admin-port", "70000"][..], "ADMIN_PORT"),
+        (&["--admin-host", "admin.internal"][..], "ADMIN_HOST"),
+        (&["--shutdown-drain-ms", "60001"][..], "SHUTDOWN_DRAIN_MS"),
+    ] {
+        let line = invalid(args);
+        assert!(!line.contains('\n'), "{line:?} must be one line");
+        assert!(line.contains(variable), "{line:?} must name {variable}");
+    }
+}
+
+#[test]
+fn trust_proxy_is_a_flag_a_boolean_or_a_hop_count_c1() {
+    let hops = |args: &[&str]| parse(args).unwrap().limiter.trust_proxy;
+    assert_eq!(hops(&["--trust-proxy"]), 1);
+    assert_eq!(hops(&["--trust-proxy=true"]), 1);
+    assert_eq!(hops(&["--trust-proxy=TRUE"]), 1);
+    assert_eq!(hops(&["--trust-proxy=false"]), 0);
+    assert_eq!(hops(&["--trust-proxy=0"]), 0);
+    assert_eq!(hops(&["--trust-proxy=3"]), 3);
+}
+
+#[test]
+fn redis_urls_must_be_redis_c1() {
+    let url = parse(&["--redis-url", "redis://127.0.0.1:6379/0"])
+        .unwrap()
+        .limiter
+        .redis_url;
+    assert_eq!(url.as_deref(), Some("redis://127.0.0.1:6379/0"));
+}
+
+#[test]
+fn tls_to_redis_is_refused_in_one_line_since_the_client_has_no_tls_c1() {
+    for url in ["rediss://cache.internal:6380", "REDISS://h"] {
+        let line = invalid(&["--redis-url", url]);
+        assert!(line.contains("REDIS_URL"), "{line}");
+        assert!(line.contains("TLS to Redis"), "{line}");
+        assert!(!line.contains('\n'), "{line}");
+    }
+}
+
+#[test]
+fn an_unknown_option_is_named_with_a_pointer_to_help_c1() {
+    let line = invalid(&["--bogus"]);
+    assert_eq!(
+        line,
+        "items-service: unknown option \"--bogus\"; `items-service --help` lists every setting"
+    );
+}
+
+#[test]
+fn a_missing_flag_of_a_subcommand_is_named_on_one_line_c1_c12() {
+    let line = invalid(&["copy", "--from", "sqlite:a.db"]);
+    assert_eq!(line, "items-service: missing --to <TO>");
+}
+
+#[test]
+fn an_invalid_log_format_lists_the_accepted_values_c1() {
+    let line = invalid(&["--log-format", "xml"]);
+    assert!(line.contains("LOG_FORMAT"), "{line}");
+    assert!(line.ends_with("must be one of: text, json"), "{line}");
+}
+
+#[test]
+fn a_flag_without_its_value_is_named_as_needing_one_c1() {
+    assert_eq!(
+        invalid(&["--port"]),
+        "items-service: invalid PORT (--port): needs a value"
+    );
+    assert_eq!(
+        invalid(&["--admin-host"]),
+        "items-service: invalid ADMIN_HOST (--admin-host): needs a value"
+    );
+    assert_eq!(
+        invalid(&["--log-format"]),
+        "items-service: invalid LOG_FORMAT (--log-format): must be one of: text, json"
+    );
+}
+
+#[test]
+fn the_admin_listener_binds_on_admin_host_else_on_host_c1_c11() {
+    let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let config = parse(&["--host", "0.0.0.0", "--admin-port", "9090"]).unwrap();
+    assert_eq!(config.admin.admin_host, None);
+    assert_eq!(
+        config.admin.address(config.server.host, 9090),
+        "0.0.0.0:9090".parse().unwrap()
+    );
+
+    let config = parse(&["--admin-host", "localhost", "--admin-port", "9090"]).unwrap();
+    assert_eq!(config.admin.admin_host, Some(loopback));
+    assert_eq!(
+        config.admin.address(config.server.host, 9090),
+        "127.0.0.1:9090".parse().unwrap()
+    );
+}
+
+#[test]
+fn help_opens_with_what_the_service_is() {
+    let Err(Early::Print(help)) = parse(&["--help"]) else {
+        panic!("--help prints");
+    };
+    assert!(
+        help.starts_with("A JSON-over-HTTP service for items, products and users."),
+        "{help}"
+    );
+}
+
+#[test]
+fn database_urls_must_be_postgres_or_sqlite_c1() {
+    let config = parse(&["--database-url", "postgresql://localhost/test"]).unwrap();
+    assert_eq!(
+        config.store.database_url.as_deref(),
+        Some("postgresql://localhost/test")
+    );
+    assert!(parse(&["--database-url", "postgres://u@h:5432/db"]).is_ok());
+    assert!(parse(&["--database-url", "postgres://"]).is_err());
+    assert!(parse(&["--database-url", "localhost:5432"]).is_err());
+    let config = parse(&["--database-url", "sqlite:///srv/items.db"]).unwrap();
+    assert_eq!(
+        config.store.database(),
+        Some(DatabaseUrl::Sqlite("/srv/items.db".into()))
+    );
+    assert_eq!(parse(&[]).unwrap().store.database(), None);
+    let line = invalid(&["--database-url", "sqlite::memory:"]);
+    assert!(line.contains("DATABASE_URL"), "{line}");
+    assert!(!line.contains('\n'), "{line}");
+}
+
+#[test]
+fn flags_alone_give_a_configuration_with_the_other_settings_at_their_defaults_c1() {
+    let config = Config::from_flags(["--port", "0", "--admin-port", "0"]).unwrap();
+
+    assert_eq!(config.server.port, 0);
+    assert_eq!(config.admin.admin_port, Some(0));
+    assert_eq!(config.limiter.rate_limit_max, 100);
+    assert!(Config::from_flags(["--port", "http"]).is_err());
+}
+
+#[test]
+fn localhost_is_accepted_as_a_host() {
+    assert_eq!(
+        parse(&["--host", "localhost"]).unwrap().server.host,
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    );
+}

@@ -1,0 +1,131 @@
+//! The store `DATABASE_URL` names (C1, C12), opened: in memory, PostgreSQL
+//! or a SQLite file, each handing out the three repositories, what the
+//! readiness probe pings, its gauges and how it finishes. Adding a store is
+//! one more variant here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use items_adapters::memory;
+use items_adapters::postgres::{ConnectError, PostgresStore};
+use items_adapters::sqlite::{SqliteSettings, SqliteStore};
+use items_domain::{HealthCheck, Repositories};
+
+use crate::config::{DatabaseUrl, StoreConfig};
+use crate::startup::StartError;
+
+/// How long to wait for the database at start before giving up: long enough
+/// for a database that starts alongside the service, short enough that a
+/// wrong URL fails the deployment quickly.
+pub(crate) const DATABASE_PATIENCE: Duration = Duration::from_secs(15);
+
+/// The store the configuration names, open: each one hands out the three
+/// repositories the use cases run on, so another store is one more variant.
+#[derive(Debug, Clone)]
+pub(crate) enum Store {
+    /// In this process (no `DATABASE_URL`).
+    Memory,
+    /// PostgreSQL (`DATABASE_URL=postgres://…`).
+    Postgres(PostgresStore),
+    /// A SQLite file (`DATABASE_URL=sqlite://PATH`, C12).
+    Sqlite(SqliteStore),
+}
+
+impl Store {
+    /// Opens the store `config` names, its schema migrated, waiting up to
+    /// `patience` for a PostgreSQL server ([`DATABASE_PATIENCE`] at start).
+    pub(crate) async fn open(config: &StoreConfig, patience: Duration) -> Result<Self, StartError> {
+        match config.database() {
+            None => Ok(Self::Memory),
+            Some(DatabaseUrl::Postgres(url)) => connect(&url, config.database_pool_size, patience)
+                .await
+                .map(Self::Postgres),
+            Some(DatabaseUrl::Sqlite(path)) => {
+                let url = config.database_url.as_deref().unwrap_or_default();
+                open_sqlite(url, &path).await.map(Self::Sqlite)
+            }
+        }
+    }
+
+    /// Its repositories; in memory, a fresh store with the seeded users.
+    pub(crate) fn repositories(&self) -> Repositories {
+        match self {
+            Self::Memory => memory::repositories(),
+            Self::Postgres(store) => store.repositories(),
+            Self::Sqlite(store) => store.repositories(),
+        }
+    }
+
+    /// What a readiness probe pings, for a store outside the process.
+    pub(crate) fn health_check(&self) -> Option<Arc<dyn HealthCheck>> {
+        match self {
+            Self::Memory => None,
+            Self::Postgres(store) => Some(Arc::new(store.clone())),
+            Self::Sqlite(store) => Some(Arc::new(store.clone())),
+        }
+    }
+
+    /// Updates the store's gauges: the connection pool's, the SQLite
+    /// writer's queue.
+    pub(crate) fn record_metrics(&self) {
+        match self {
+            Self::Memory => {}
+            Self::Postgres(store) => store.record_pool_metrics(),
+            Self::Sqlite(store) => store.record_writer_metrics(),
+        }
+    }
+
+    /// Lets the store finish: a SQLite store commits every write it
+    /// accepted and closes the file, a PostgreSQL pool closes its
+    /// connections; in memory there is nothing to finish.
+    pub(crate) async fn close(&self) {
+        match self {
+            Self::Memory => {}
+            Self::Postgres(store) => store.close().await,
+            Self::Sqlite(store) => store.close().await,
+        }
+    }
+}
+
+/// Opens the SQLite file at `path` (from `url`). A directory that does not exist, or a
+/// path that is a directory, is a setting unusable as given (exit 2); a
+/// file that cannot be opened, is no database or cannot be migrated is a
+/// failure of the store (exit 1), as a PostgreSQL server refusing is.
+async fn open_sqlite(url: &str, path: &std::path::Path) -> Result<SqliteStore, StartError> {
+    let unusable = |why: String| {
+        StartError::Setting(format!(
+            "invalid DATABASE_URL (--database-url) {url:?}: {why}"
+        ))
+    };
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => std::path::Path::new("."),
+    };
+    if !directory.is_dir() {
+        return Err(unusable(format!(
+            "the directory {} does not exist",
+            directory.display()
+        )));
+    }
+    if path.is_dir() {
+        return Err(unusable("it is a directory, not a file".to_owned()));
+    }
+    Ok(SqliteStore::open(path, SqliteSettings::default()).await?)
+}
+
+async fn connect(
+    url: &str,
+    pool_size: u32,
+    patience: Duration,
+) -> Result<PostgresStore, StartError> {
+    PostgresStore::connect_url(url, pool_size, patience)
+        .await
+        .map_err(|error| match error {
+            ConnectError::InvalidUrl(cause) => {
+                StartError::Setting(format!("invalid DATABASE_URL (--database-url): {cause}"))
+            }
+            error @ (ConnectError::Unreachable { .. }
+            | ConnectError::Refused(_)
+            | ConnectError::Migrate(_)) => StartError::Database(error),
+        })
+}
