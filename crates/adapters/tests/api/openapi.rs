@@ -129,7 +129,7 @@ fn render_guide(document: &Value) -> String {
          `items-service openapi`) by `crates/adapters/tests/api/openapi.rs`;\n\
          a test fails when this file and the document disagree. Regenerate with\n\
          `UPDATE_DOCS=1 cargo test -p items-adapters --test api openapi`.\n\
-         Rule labels (C1–C11, spec §N) are stated in `docs/contract.md`.\n\n",
+         Rule labels (C1–C12, spec §N) are stated in `docs/contract.md`.\n\n",
     );
     guide.push_str(document["info"]["description"].as_str().unwrap_or_default());
     let everywhere = headers_on_every_response(document);
