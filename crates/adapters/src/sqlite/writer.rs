@@ -104,12 +104,78 @@ async fn transaction<'a>(
     writes: impl Iterator<Item = &'a Write>,
 ) -> Result<Vec<Written>, sqlx::Error> {
     connection.execute("BEGIN IMMEDIATE").await?;
-    let mut written = Vec::new();
-    for write in writes {
-        written.push(one(connection, write).await?);
+    let writes: Vec<&Write> = writes.collect();
+    let mut written = Vec::with_capacity(writes.len());
+    let mut rest = writes.as_slice();
+    while let Some((first, _)) = rest.split_first() {
+        // A run of item creates is one statement: each statement is a hand-off
+        // to sqlx's connection thread, the cost that bounds POST /items.
+        let run = rest
+            .iter()
+            .take(MAX_ROWS_PER_INSERT)
+            .take_while(|write| matches!(write, Write::CreateItem(_)))
+            .count();
+        if run > 1 {
+            let names = rest[..run].iter().filter_map(|write| match write {
+                Write::CreateItem(name) => Some(name),
+                _ => None,
+            });
+            written.extend(create_items(connection, names.collect()).await?);
+            rest = &rest[run..];
+        } else {
+            written.push(one(connection, first).await?);
+            rest = &rest[1..];
+        }
     }
     connection.execute("COMMIT").await?;
     Ok(written)
+}
+
+/// Rows in one multi-row `insert`, well below SQLite's 32,766 parameters.
+const MAX_ROWS_PER_INSERT: usize = 500;
+
+/// Creates `names` in one statement, in their order. The batch holds the
+/// file's write lock (`BEGIN IMMEDIATE`), so `AUTOINCREMENT` hands the rows
+/// consecutive ids in the order of the `values`; SQLite does not promise
+/// the order of `returning` rows, so the ids are sorted before they are
+/// matched to the names.
+async fn create_items(
+    connection: &mut SqliteConnection,
+    names: Vec<&Name>,
+) -> Result<Vec<Written>, sqlx::Error> {
+    let mut sql = String::from("insert into items (name) values ");
+    for index in 1..=names.len() {
+        if index > 1 {
+            sql.push(',');
+        }
+        sql.push_str("(?");
+        sql.push_str(itoa::Buffer::new().format(index));
+        sql.push(')');
+    }
+    sql.push_str(" returning id");
+    let mut query = sqlx::query_scalar::<_, i64>(&sql);
+    for name in &names {
+        query = query.bind(name.as_str().as_bytes());
+    }
+    let mut ids = query.fetch_all(&mut *connection).await?;
+    if ids.len() != names.len() {
+        return Err(sqlx::Error::Protocol(format!(
+            "{} rows inserted returned {} ids",
+            names.len(),
+            ids.len()
+        )));
+    }
+    ids.sort_unstable();
+    Ok(ids
+        .into_iter()
+        .zip(names)
+        .map(|(id, name)| {
+            Written::Item(Item {
+                id: Id::new(id),
+                name: name.clone(),
+            })
+        })
+        .collect())
 }
 
 /// One write, inside the batch's transaction.

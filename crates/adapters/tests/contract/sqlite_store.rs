@@ -120,12 +120,21 @@ async fn concurrent_creates_share_commits_and_each_gets_its_own_id_c2_c12() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     lock.execute("COMMIT").await.unwrap();
     let mut ids = std::collections::BTreeSet::new();
+    let mut answered = Vec::new();
     for create in creates {
-        ids.insert(create.await.unwrap().unwrap().id.get());
+        let item = create.await.unwrap().unwrap();
+        ids.insert(item.id.get());
+        answered.push(item);
     }
 
     let commits = file.store.commits() - before;
     assert_eq!(ids, (1..=CREATES as i64).collect(), "distinct, none lost");
+    // A batch of creates is one multi-row insert: each caller must get the
+    // id its own name was stored under.
+    for item in &answered {
+        let stored = file.store.items().get(item.id).await.unwrap();
+        assert_eq!(stored.as_ref(), Some(item), "id {} answered", item.id.get());
+    }
     assert!(
         commits < CREATES as u64 / 2,
         "{commits} commits for {CREATES} creates"
