@@ -4,16 +4,22 @@
 //! line per mode, and this crate's only dev-dependency is `items-testkit`.
 //! `docs/architecture.md` ("Write your own adapter") walks through it.
 
+mod keys;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use futures_util::stream;
 use items_domain::{
-    Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Price, Product,
-    ProductRepository, Replaced, Repositories, RepositoryError, User, UserRepository,
+    Id, IdempotencyKey, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed,
+    Name, Price, Product, ProductRepository, Replaced, Repositories, RepositoryError, User,
+    UserRepository,
 };
+
+use crate::keys::Keys;
 
 /// How many items one batch of a full listing holds.
 const BATCH: usize = 1000;
@@ -25,9 +31,19 @@ struct Collection {
     items: BTreeMap<Id, Name>,
     last_id: i64,
     version: u64,
+    /// Idempotency keys with the items as first created (C7).
+    keys: Keys<Item>,
 }
 
 impl Collection {
+    fn create(&mut self, name: Name) -> Item {
+        self.last_id += 1;
+        self.version += 1;
+        let id = Id::new(self.last_id);
+        self.items.insert(id, name.clone());
+        Item { id, name }
+    }
+
     fn items_after(&self, after: Option<Id>) -> impl Iterator<Item = Item> + '_ {
         let start = after.map_or(Bound::Unbounded, Bound::Excluded);
         self.items
@@ -110,12 +126,22 @@ impl ItemRepository for MapItems {
     }
 
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
-        let mut collection = self.write()?;
-        collection.last_id += 1;
-        collection.version += 1;
-        let id = Id::new(collection.last_id);
-        collection.items.insert(id, name.clone());
-        Ok(Item { id, name })
+        Ok(self.write()?.create(name))
+    }
+
+    async fn create_keyed(
+        &self,
+        name: Name,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Item>, RepositoryError> {
+        let mut guard = self.write()?;
+        let collection = &mut *guard;
+        let mut keys = std::mem::take(&mut collection.keys);
+        let same = |first: &Item| first.name == name;
+        let keyed = keys.create(key, at, same, || Ok(collection.create(name.clone())));
+        collection.keys = keys;
+        keyed
     }
 
     async fn replace(
@@ -145,28 +171,46 @@ impl ItemRepository for MapItems {
     }
 }
 
-/// Products in a `BTreeMap` keyed by id.
+/// Products in a `BTreeMap` keyed by id, with their idempotency keys (C7).
 #[derive(Debug, Default)]
-pub struct MapProducts(RwLock<BTreeMap<Id, Product>>);
+pub struct MapProducts(RwLock<(BTreeMap<Id, Product>, Keys<Product>)>);
+
+/// Stores a product with the next id.
+fn insert(products: &mut BTreeMap<Id, Product>, name: Name, price: Price) -> Product {
+    // Products are never deleted, so the highest id is the counter.
+    let last = products.keys().next_back().map_or(0, |id| id.get());
+    let product = Product {
+        id: Id::new(last + 1),
+        name,
+        price,
+    };
+    products.insert(product.id, product.clone());
+    product
+}
 
 #[async_trait]
 impl ProductRepository for MapProducts {
     async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
-        let products = self.0.read().map_err(|_| poisoned())?;
+        let products = &self.0.read().map_err(|_| poisoned())?.0;
         Ok(products.values().cloned().collect())
     }
 
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
-        let mut products = self.0.write().map_err(|_| poisoned())?;
-        // Products are never deleted, so the highest id is the counter.
-        let last = products.keys().next_back().map_or(0, |id| id.get());
-        let product = Product {
-            id: Id::new(last + 1),
-            name,
-            price,
-        };
-        products.insert(product.id, product.clone());
-        Ok(product)
+        let mut guard = self.0.write().map_err(|_| poisoned())?;
+        Ok(insert(&mut guard.0, name, price))
+    }
+
+    async fn create_keyed(
+        &self,
+        name: Name,
+        price: Price,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Product>, RepositoryError> {
+        let mut guard = self.0.write().map_err(|_| poisoned())?;
+        let (products, keys) = &mut *guard;
+        let same = |first: &Product| first.name == name && first.price == price;
+        keys.create(key, at, same, || Ok(insert(products, name.clone(), price)))
     }
 }
 

@@ -7,6 +7,7 @@
 //! cause, and the pool reconnects by itself once the database is back.
 
 mod items;
+mod keys;
 mod pool;
 mod products;
 mod transfer;
