@@ -24,8 +24,9 @@ use actix_web::middleware::Next;
 const METHODS: [&str; 6] = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"];
 /// How long a browser may cache a preflight answer (one day, PostgREST's choice).
 const MAX_AGE_SECS: usize = 86_400;
-/// The response headers a browser script may read (C8).
-const EXPOSED: [&str; 9] = [
+/// The response headers a browser script may read (C8), and
+/// `Idempotent-Replayed` (C7), so a browser client can tell a replay.
+const EXPOSED: [&str; 10] = [
     "etag",
     "location",
     "link",
@@ -35,6 +36,7 @@ const EXPOSED: [&str; 9] = [
     "ratelimit-limit",
     "ratelimit-remaining",
     "ratelimit-reset",
+    "idempotent-replayed",
 ];
 
 /// The actix-cors middleware configured for C8.

@@ -14,6 +14,7 @@ mod connection;
 mod cors;
 mod fields;
 mod header_list;
+mod idempotency;
 mod items;
 pub mod metrics;
 mod multipart;
