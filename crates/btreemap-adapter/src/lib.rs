@@ -37,11 +37,13 @@ struct Collection {
 
 impl Collection {
     fn create(&mut self, name: Name) -> Item {
-        self.last_id += 1;
-        self.version += 1;
-        let id = Id::new(self.last_id);
-        self.items.insert(id, name.clone());
-        Item { id, name }
+        let Self {
+            items,
+            last_id,
+            version,
+            ..
+        } = self;
+        insert_item(items, last_id, version, name)
     }
 
     fn items_after(&self, after: Option<Id>) -> impl Iterator<Item = Item> + '_ {
@@ -53,6 +55,20 @@ impl Collection {
                 name: name.clone(),
             })
     }
+}
+
+/// Stores an item named `name` with the next id; the caller holds the lock.
+fn insert_item(
+    items: &mut BTreeMap<Id, Name>,
+    last_id: &mut i64,
+    version: &mut u64,
+    name: Name,
+) -> Item {
+    *last_id += 1;
+    *version += 1;
+    let id = Id::new(*last_id);
+    items.insert(id, name.clone());
+    Item { id, name }
 }
 
 /// Items in a `BTreeMap` keyed by id, so every listing is in id order.
@@ -135,13 +151,17 @@ impl ItemRepository for MapItems {
         key: &IdempotencyKey,
         at: SystemTime,
     ) -> Result<Keyed<Item>, RepositoryError> {
-        let mut guard = self.write()?;
-        let collection = &mut *guard;
-        let mut keys = std::mem::take(&mut collection.keys);
+        let mut collection = self.write()?;
+        let Collection {
+            items,
+            last_id,
+            version,
+            keys,
+        } = &mut *collection;
         let same = |first: &Item| first.name == name;
-        let keyed = keys.create(key, at, same, || Ok(collection.create(name.clone())));
-        collection.keys = keys;
-        keyed
+        keys.create(key, at, same, || {
+            Ok(insert_item(items, last_id, version, name.clone()))
+        })
     }
 
     async fn replace(
