@@ -26,20 +26,20 @@ async fn purge_steps<F: Future<Output = i64>>(
     mut count: impl FnMut() -> F,
 ) -> Vec<i64> {
     for n in 0..OLD_KEYS {
-        let key = IdempotencyKey::parse(format!("old-{n}").as_bytes()).unwrap();
+        let key = IdempotencyKey::parse(format!("old-{n}").as_bytes()).expect("a valid key");
         items
-            .create_keyed(Name::parse("old").unwrap(), &key, start())
+            .create_keyed(Name::parse("old").expect("a valid name"), &key, start())
             .await
-            .unwrap();
+            .expect("an old keyed create");
     }
     let mut counts = vec![count().await];
     let later = start() + KEY_LIFETIME + Duration::from_secs(1);
     for n in 0..3 {
-        let key = IdempotencyKey::parse(format!("new-{n}").as_bytes()).unwrap();
+        let key = IdempotencyKey::parse(format!("new-{n}").as_bytes()).expect("a valid key");
         items
-            .create_keyed(Name::parse("new").unwrap(), &key, later)
+            .create_keyed(Name::parse("new").expect("a valid name"), &key, later)
             .await
-            .unwrap();
+            .expect("a later keyed create");
         counts.push(count().await);
     }
     counts
