@@ -37,7 +37,6 @@ pub struct Report {
     pub rounds: usize,
     pub tally: Tally,
     pub lost: usize,
-    pub uncertain_creates_applied: usize,
     /// Creates of unknown outcome retried with their key after the restart.
     pub retries: Retries,
     pub items_at_end: usize,
@@ -49,14 +48,13 @@ impl fmt::Display for Report {
         write!(
             f,
             "crash test over {}: {} rounds, {} acknowledged writes, {} unknown outcomes \
-             ({} of them creates found applied; {} creates retried with their key, {} of \
-             them replayed, {} duplicates), {} refused, {} not sent, {} lost; \
+             ({} of them creates, retried with their key: {} replayed, as committed before the \
+             kill; {} duplicates), {} refused, {} not sent, {} lost; \
              {} items at the end; {:.1} s (seed {})",
             self.label,
             self.rounds,
             self.tally.acknowledged,
             self.tally.unknown,
-            self.uncertain_creates_applied,
             self.retries.retried,
             self.retries.replayed,
             self.retries.duplicates,
@@ -106,7 +104,6 @@ impl Report {
             self.label, self.seed
         );
         self.lost += verdict.lost.len();
-        self.uncertain_creates_applied += verdict.uncertain_creates_applied;
         assert!(
             verdict.is_clean(),
             "crash test over {}, round {round}, seed {} (CRASH_SEED={} repeats the choices): \
