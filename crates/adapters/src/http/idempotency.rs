@@ -8,6 +8,7 @@ use items_domain::{Created, IdempotencyKey};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::fields;
 use super::problem::{ApiError, FieldError, Location};
 use super::respond;
 
@@ -20,23 +21,21 @@ pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempote
 pub(crate) const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
 /// The key of the request, if it sent one: 1 to 255 visible ASCII
-/// characters, once (C7); anything else is a 400 whose `errors` entry names
-/// the header, as express-validator names one (`location: "headers"`, C6).
-pub(crate) fn key(request: &HttpRequest) -> Result<Option<IdempotencyKey>, ApiError> {
+/// characters, once (C7); anything else is refused with an `errors` entry
+/// naming the header, as express-validator names one (`location:
+/// "headers"`, C6).
+fn key(request: &HttpRequest) -> Result<Option<IdempotencyKey>, FieldError> {
     let mut values = request.headers().get_all(IDEMPOTENCY_KEY);
     let Some(first) = values.next() else {
         return Ok(None);
     };
     let refused = |value: &HeaderValue, msg: &str| {
         let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
-        ApiError::invalid(
-            "The Idempotency-Key header is invalid.",
-            vec![FieldError::new(
-                Location::Headers,
-                "idempotency-key",
-                Some(Value::String(text)),
-                format!("Idempotency-Key {msg}"),
-            )],
+        FieldError::new(
+            Location::Headers,
+            "idempotency-key",
+            Some(Value::String(text)),
+            format!("Idempotency-Key {msg}"),
         )
     };
     if values.next().is_some() {
@@ -45,6 +44,25 @@ pub(crate) fn key(request: &HttpRequest) -> Result<Option<IdempotencyKey>, ApiEr
     IdempotencyKey::parse(first.as_bytes())
         .map(Some)
         .map_err(|rule| refused(first, rule.message()))
+}
+
+/// The body's values and the request's key, or one 400 listing every
+/// refused value, the body's and the header's (C6).
+pub(crate) fn with_key<T>(
+    request: &HttpRequest,
+    body: Result<T, Vec<FieldError>>,
+) -> Result<(T, Option<IdempotencyKey>), ApiError> {
+    match (body, key(request)) {
+        (Ok(values), Ok(key)) => Ok((values, key)),
+        (Ok(_), Err(refused)) => Err(ApiError::invalid(
+            "The Idempotency-Key header is invalid.",
+            vec![refused],
+        )),
+        (Err(mut errors), key) => {
+            errors.extend(key.err());
+            fields::all_valid(Err(errors))
+        }
+    }
 }
 
 /// The `201` of a create (C7): `Location` and the row as first created;

@@ -108,13 +108,13 @@ pub(crate) async fn create(
     request: HttpRequest,
     JsonObject(body): JsonObject<ProductBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let (name, price) =
-        fields::all_valid(match (fields::name(body.name), fields::price(body.price)) {
-            (Ok(name), Ok(price)) => Ok((name, price)),
-            (name, price) => Err(name.err().into_iter().chain(price.err()).collect()),
-        })?;
+    let body = match (fields::name(body.name), fields::price(body.price)) {
+        (Ok(name), Ok(price)) => Ok((name, price)),
+        (name, price) => Err(name.err().into_iter().chain(price.err()).collect()),
+    };
+    let ((name, price), key) = idempotency::with_key(&request, body)?;
     let location = |product: &Product| format!("/products/{}", product.id);
-    let Some(key) = idempotency::key(&request)? else {
+    let Some(key) = key else {
         let product = service.create(name, price).await?;
         return respond::created(location(&product), &ProductDto::from(&product));
     };

@@ -164,6 +164,22 @@ async fn a_malformed_idempotency_key_gets_400_naming_the_header_c6_c7() {
         .await
         .unwrap();
     assert_problem(twice, 400).await;
+    // A bad body and a bad key: one 400 listing both (C6).
+    let both = app
+        .request(Method::POST, "/products")
+        .header("idempotency-key", "two words")
+        .json(&json!({ "name": "", "price": -1 }))
+        .send()
+        .await
+        .unwrap();
+    let problem = assert_problem(both, 400).await;
+    let locations: Vec<&str> = problem["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["location"].as_str().unwrap())
+        .collect();
+    assert_eq!(locations, ["body", "body", "headers"], "{problem}");
     let longest = "k".repeat(255);
     let accepted = post_keyed(&app, "/items", &longest, &json!({ "name": "pen" })).await;
     assert_eq!(accepted.status(), 201, "255 characters are allowed");

@@ -119,8 +119,8 @@ pub(crate) async fn create(
     request: HttpRequest,
     JsonObject(body): JsonObject<ItemBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let name = body.into_name()?;
-    let Some(key) = idempotency::key(&request)? else {
+    let (name, key) = idempotency::with_key(&request, body.into_fields())?;
+    let Some(key) = key else {
         let item = service.create(name).await?;
         return respond::created(location(item.id), &ItemDto::from(&item));
     };
