@@ -132,26 +132,20 @@ pub trait ItemRepository: Send + Sync {
     async fn create(&self, name: Name) -> Result<Item, RepositoryError>;
 
     /// Creates an item under an idempotency `key` (C7), as of the caller's
-    /// clock `at`: the store keeps the key, the moment and the values the
-    /// item was created with, in the same transaction as the item.
-    ///
-    /// A key is live when it was stored less than
-    /// [`KEY_LIFETIME`](crate::KEY_LIFETIME) before `at`. Implementations
-    /// MUST:
-    /// - with no live `key`, create the item as [`create`](Self::create)
-    ///   does and answer [`Keyed::Created`]; an expired key is replaced by
-    ///   the new one in the same transaction;
-    /// - with a live `key` stored with the same name, write nothing and
-    ///   answer [`Keyed::Replayed`] with the item as that create made it
-    ///   (its id and name then, even if it was renamed or deleted since);
-    /// - with a live `key` stored with another name, write nothing and
-    ///   answer [`Keyed::Mismatch`];
+    /// clock `at`, storing the key, `at` and the item's values in the
+    /// item's transaction. A key is live when stored less than
+    /// [`KEY_LIFETIME`](crate::KEY_LIFETIME) before `at`. Implementations MUST:
+    /// - with no live `key`, create as [`create`](Self::create) does and
+    ///   answer [`Keyed::Created`] (an expired key is taken over);
+    /// - with a live `key` of the same name, write nothing and answer
+    ///   [`Keyed::Replayed`] with the item as first created (its id and name
+    ///   then, even if renamed or deleted since); of another name, write
+    ///   nothing and answer [`Keyed::Mismatch`];
     /// - keep keys of items apart from keys of products;
-    /// - when two creates with the same key run at once, create one item:
-    ///   the other waits for it and replays it (or gets
-    ///   [`Keyed::Mismatch`]); it never creates a second one;
-    /// - remove expired keys without scanning every key (a store purges a
-    ///   few per keyed create through an index on the creation time).
+    /// - for creates with one key at once, create one item: the others wait
+    ///   for it and replay it (or mismatch), never create a second;
+    /// - remove expired keys without scanning every key (a few per keyed
+    ///   create, through an index on the creation time).
     ///
     /// # Errors
     /// MUST return [`RepositoryError::Unavailable`] when the store cannot be

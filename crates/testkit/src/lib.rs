@@ -88,7 +88,9 @@ pub trait Fixture: Sized {
 ///
 /// - `repositories`: `setup` is a [`RepositoryFixture`] (plain
 ///   [`Repositories`] are one); the checks of [`repositories::items`],
-///   [`repositories::products`] and [`repositories::users`] run.
+///   [`repositories::products`], [`repositories::users`] and
+///   [`repositories::stores`] (those that need the whole store, such as
+///   idempotency keys of items and products kept apart, C7) run.
 /// - `items`: `setup` is an [`ItemRepositoryFixture`] (an `Arc` of an
 ///   `ItemRepository` is one), for a store that has only items; the checks
 ///   of [`repositories::items`] run.
