@@ -2,15 +2,19 @@
 //! `product_keys` (migration 0004) in the same transaction as the row, with
 //! the row's first values.
 //!
-//! A live key is answered from one lookup, before any write. Otherwise one
-//! statement, in a transaction, purges a few expired keys, inserts the row
-//! and stores the key; its `on conflict` takes over an expired key but not a
-//! live one. When another transaction holds the key (another instance, or a
-//! request this instance's in-flight registry did not see), the primary key
-//! makes this statement wait for it: if it commits, nothing is returned, the
-//! row inserted here is rolled back (its id is burned, as after any failed
-//! insert, C2) and the committed key is replayed; if it rolls back, this one
-//! stores the key.
+//! A live key is answered from one lookup, before any write, so a replay
+//! or a mismatch draws no id. Otherwise one statement (so one transaction,
+//! one round trip) purges a few expired keys, claims the key with the next
+//! id of the table's identity sequence, and inserts the row under that id
+//! only if the claim succeeded; the claim's `on conflict` takes over an
+//! expired key but not a live one. When it returns no row, a live key
+//! appeared meanwhile: a second lookup answers the replay or the mismatch,
+//! and nothing was written (the id drawn is burned, as after any failed
+//! insert, C2). When another transaction holds the key
+//! (another instance, or a request this instance's in-flight registry did
+//! not see), the primary key makes the claim wait for it: if it commits,
+//! the claim fails and the committed key is replayed; if it rolls back, the
+//! claim succeeds.
 
 use std::time::SystemTime;
 
@@ -20,23 +24,27 @@ use items_domain::{Id, IdempotencyKey, Item, Keyed, Name, Price, Product, Reposi
 use super::pool::{Lease, Pool, lease};
 use crate::stored_rows::{stored_item, stored_product};
 
-/// Purges up to $5 expired item keys (not $1: the insert below may take it
-/// over, and one statement must not touch a row twice), creates the item and
-/// stores its key unless a live one holds it.
+/// Purges up to $5 expired item keys (not $1: the claim may take it over,
+/// and one statement must not touch a row twice), claims key $1 unless a
+/// live one holds it, and creates the item under the id the claim drew.
+/// `overriding system value`: the id comes from the identity's own
+/// sequence, drawn by the claim, so the counter still never goes back (C2).
 const CREATE_ITEM: &str = "
 with purged as (
     delete from item_keys where key in (
         select key from item_keys where created_at < $4 and key <> $1
         order by created_at limit $5 for update skip locked)
-), created as (
-    insert into items (name) values ($2) returning id
+), claimed as (
+    insert into item_keys (key, created_at, item_id, name)
+    values ($1, $3, nextval(pg_get_serial_sequence('items', 'id')), $2)
+    on conflict (key) do update
+        set created_at = excluded.created_at, item_id = excluded.item_id, name = excluded.name
+        where item_keys.created_at < $4
+    returning item_id
 )
-insert into item_keys (key, created_at, item_id, name)
-select $1, $3, id, $2 from created
-on conflict (key) do update
-    set created_at = excluded.created_at, item_id = excluded.item_id, name = excluded.name
-    where item_keys.created_at < $4
-returning item_id";
+insert into items (id, name) overriding system value
+select item_id, $2 from claimed
+returning id";
 
 /// [`CREATE_ITEM`] for products, with the price as $6.
 const CREATE_PRODUCT: &str = "
@@ -44,16 +52,18 @@ with purged as (
     delete from product_keys where key in (
         select key from product_keys where created_at < $4 and key <> $1
         order by created_at limit $5 for update skip locked)
-), created as (
-    insert into products (name, price) values ($2, $6) returning id
+), claimed as (
+    insert into product_keys (key, created_at, product_id, name, price)
+    values ($1, $3, nextval(pg_get_serial_sequence('products', 'id')), $2, $6)
+    on conflict (key) do update
+        set created_at = excluded.created_at, product_id = excluded.product_id,
+            name = excluded.name, price = excluded.price
+        where product_keys.created_at < $4
+    returning product_id
 )
-insert into product_keys (key, created_at, product_id, name, price)
-select $1, $3, id, $2, $6 from created
-on conflict (key) do update
-    set created_at = excluded.created_at, product_id = excluded.product_id,
-        name = excluded.name, price = excluded.price
-    where product_keys.created_at < $4
-returning product_id";
+insert into products (id, name, price) overriding system value
+select product_id, $2, $6 from claimed
+returning id";
 
 /// The item a live `key` created, as first created.
 async fn first_item(
@@ -103,8 +113,8 @@ fn answer<T>(first: T, same: impl FnOnce(&T) -> bool) -> Keyed<T> {
     }
 }
 
-/// A key that was live a moment ago is gone: only a clock far apart from
-/// the creating instance's can cause it.
+/// The claim found a live key, but the lookup after it did not: only a key
+/// purged in between (by an instance whose clock is a day ahead) can cause it.
 fn vanished() -> RepositoryError {
     RepositoryError::unavailable("an idempotency key held by another create could not be read")
 }
@@ -121,7 +131,6 @@ pub(super) async fn create_item(
     if let Some(first) = first_item(&mut connection, key, live_since).await? {
         return Ok(answer(first, same));
     }
-    connection.begin("begin").await?;
     let created: Option<i64> = connection
         .run(|connection| {
             sqlx::query_scalar(CREATE_ITEM)
@@ -134,13 +143,11 @@ pub(super) async fn create_item(
         })
         .await?;
     if let Some(id) = created {
-        connection.commit().await?;
         return Ok(Keyed::Created(Item {
             id: Id::new(id),
             name,
         }));
     }
-    connection.rollback().await?;
     let first = first_item(&mut connection, key, live_since).await?;
     first.map(|first| answer(first, same)).ok_or_else(vanished)
 }
@@ -158,7 +165,6 @@ pub(super) async fn create_product(
     if let Some(first) = first_product(&mut connection, key, live_since).await? {
         return Ok(answer(first, same));
     }
-    connection.begin("begin").await?;
     let created: Option<i64> = connection
         .run(|connection| {
             sqlx::query_scalar(CREATE_PRODUCT)
@@ -172,14 +178,12 @@ pub(super) async fn create_product(
         })
         .await?;
     if let Some(id) = created {
-        connection.commit().await?;
         return Ok(Keyed::Created(Product {
             id: Id::new(id),
             name,
             price,
         }));
     }
-    connection.rollback().await?;
     let first = first_product(&mut connection, key, live_since).await?;
     first.map(|first| answer(first, same)).ok_or_else(vanished)
 }

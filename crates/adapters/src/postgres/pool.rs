@@ -124,14 +124,6 @@ impl Lease {
         self.0.in_transaction = false;
         Ok(())
     }
-
-    /// Undoes the open transaction, keeping the connection for more work.
-    pub(super) async fn rollback(&mut self) -> Result<(), RepositoryError> {
-        self.run(|connection| connection.execute("rollback"))
-            .await?;
-        self.0.in_transaction = false;
-        Ok(())
-    }
 }
 
 /// Closes the connections not lent out, each with a proper goodbye; the
