@@ -241,12 +241,8 @@ impl<W, R> Batch<W, R> {
     /// Leaves out the requests their callers abandoned (deadline passed),
     /// so no time is spent on work nobody waits for.
     pub fn prune(&mut self) {
-        self.requests.retain(|request| {
-            !request
-                .claim
-                .as_deref()
-                .is_some_and(Claim::is_abandoned)
-        });
+        self.requests
+            .retain(|request| !request.claim.as_deref().is_some_and(Claim::is_abandoned));
     }
 
     /// Claims every request still wanted: from now on its caller waits for

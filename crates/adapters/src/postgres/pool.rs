@@ -278,6 +278,53 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_connection_the_deadline_cut_is_closed_not_lent_again_c12() {
+        use items_testkit::tcp_proxy::TcpProxy;
+
+        use crate::postgres::PostgresSettings;
+
+        let database = ScratchDatabase::create(&test_database_url())
+            .await
+            .expect("a scratch database");
+        let direct = database.options();
+        let target = tokio::net::lookup_host((direct.get_host(), direct.get_port()))
+            .await
+            .expect("the test server's address")
+            .next()
+            .expect("an address");
+        let proxy = TcpProxy::start(target).await;
+        let budget = Duration::from_millis(300);
+        let settings = PostgresSettings {
+            pool_size: 1,
+            statement_timeout: budget,
+        };
+        let options = direct.host("127.0.0.1").port(proxy.port());
+        let store = PostgresStore::connect_with(options, settings, Duration::from_secs(5))
+            .await
+            .expect("connects and migrates");
+        let items = store.items();
+        items.create(name("kept")).await.expect("created");
+        assert_eq!(store.pool.status().size, 1);
+
+        proxy.freeze();
+        let started = tokio::time::Instant::now();
+        let error = items.create(name("frozen")).await.expect_err("over budget");
+        assert!(started.elapsed() < budget + Duration::from_secs(2));
+        assert!(
+            std::error::Error::source(&error)
+                .is_some_and(|cause| cause.to_string().contains("300 ms")),
+            "{error:?}"
+        );
+        assert_eq!(store.pool.status().size, 0, "the cut connection was closed");
+
+        proxy.thaw();
+        let kept = items.get(Id::new(1)).await.expect("answered again");
+        assert_eq!(kept.map(|item| item.name), Some(name("kept")));
+        store.close().await;
+        database.drop().await;
+    }
+
+    #[tokio::test]
     async fn a_listing_abandoned_half_way_leaves_no_transaction_for_the_next_c7() {
         let (store, database) = one_connection().await;
         let items = store.items();
