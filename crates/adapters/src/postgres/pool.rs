@@ -178,6 +178,10 @@ impl Lease {
     /// if the lease goes back to the pool first (or, the connection closed,
     /// by the server).
     pub(super) async fn begin(&mut self, statement: &'static str) -> Result<(), RepositoryError> {
+        // Past the deadline nothing is sent: no transaction to roll back.
+        if self.expired || Instant::now() >= self.deadline {
+            return Err(over_budget(self.budget));
+        }
         if let Some(connection) = self.connection.as_mut() {
             connection.in_transaction = true;
         }
