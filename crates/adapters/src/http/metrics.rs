@@ -72,8 +72,11 @@ pub(crate) struct RequestMetrics {
     /// (the template lives in the worker's route table, as long as this
     /// cache) and the status. The key space is bounded by the route table,
     /// nine method labels and the status codes.
-    durations: RefCell<HashMap<(&'static str, usize, usize, u16), Histogram>>,
+    durations: RefCell<HashMap<DurationKey, Histogram>>,
 }
+
+/// Method label, route template address and length, status.
+type DurationKey = (&'static str, usize, usize, u16);
 
 impl RequestMetrics {
     pub(crate) fn new() -> Self {
