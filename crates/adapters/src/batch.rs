@@ -11,6 +11,13 @@
 //! write commits at once, and under load a batch is exactly what arrived
 //! during one commit, so batching adds no latency of its own.
 //!
+//! A caller may give its request a deadline ([`Queue::submit_by`]): past it,
+//! a request the writer has not yet *claimed* is abandoned — the caller is
+//! answered [`Unanswered::Late`] at once and the writer skips the work —
+//! while a request already claimed (its batch is being applied) waits for
+//! its batch's fate, which decides for every request in it. So a caller
+//! told "late" knows its work was never done, nor will be.
+//!
 //! This module knows nothing of any database: the work `W` and the reply `R`
 //! are the store's own types. The store decides what a failed commit means
 //! for each request (the SQLite store answers every request of a failed
@@ -33,10 +40,43 @@
 //! # }
 //! ```
 
-use tokio::sync::{mpsc, oneshot};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
-/// One caller's work and where its answer goes.
-type Request<W, R> = (W, oneshot::Sender<R>);
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// One caller's work, where its answer goes, and, for a request with a
+/// deadline, who decided its fate first (see [`Claim`]).
+#[derive(Debug)]
+struct Request<W, R> {
+    work: W,
+    reply: oneshot::Sender<R>,
+    claim: Option<Arc<Claim>>,
+}
+
+/// The fate of a request with a deadline, decided once: the writer claims
+/// it (it will be applied) or its caller abandons it (it never will be),
+/// whichever comes first.
+#[derive(Debug, Default)]
+struct Claim(AtomicU8);
+
+const WAITING: u8 = 0;
+const CLAIMED: u8 = 1;
+const ABANDONED: u8 = 2;
+
+impl Claim {
+    /// Moves from waiting to `to`; false when the other side was first.
+    fn decide(&self, to: u8) -> bool {
+        self.0
+            .compare_exchange(WAITING, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    fn is_abandoned(&self) -> bool {
+        self.0.load(Ordering::Acquire) == ABANDONED
+    }
+}
 
 /// Makes a queue holding at most `capacity` requests (at least one): the
 /// callers' end, and the writer's end that takes them in batches. A caller
@@ -68,6 +108,18 @@ impl<W, R> Clone for Queue<W, R> {
 #[error("the writer has stopped")]
 pub struct Stopped;
 
+/// Why [`Queue::submit_by`] has no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unanswered {
+    /// See [`Stopped`].
+    #[error("the writer has stopped")]
+    Stopped,
+    /// The deadline passed before the writer took the work up: it was not
+    /// done and never will be.
+    #[error("the deadline passed before the work was taken up")]
+    Late,
+}
+
 impl<W, R> Queue<W, R> {
     /// Queues `work` and waits for its answer, which the writer sends once
     /// the batch holding it has been applied.
@@ -77,8 +129,45 @@ impl<W, R> Queue<W, R> {
     /// then either never taken or its batch was dropped unanswered).
     pub async fn submit(&self, work: W) -> Result<R, Stopped> {
         let (reply, answer) = oneshot::channel();
-        self.sender.send((work, reply)).await.map_err(|_| Stopped)?;
+        let request = Request {
+            work,
+            reply,
+            claim: None,
+        };
+        self.sender.send(request).await.map_err(|_| Stopped)?;
         answer.await.map_err(|_| Stopped)
+    }
+
+    /// [`Queue::submit`], unless `deadline` passes before the writer claims
+    /// the work ([`Batch::claim`]): then the work is left undone and the
+    /// answer is [`Unanswered::Late`], also while waiting for room in the
+    /// queue. Work claimed in time is answered as its batch ends, even
+    /// after the deadline.
+    ///
+    /// # Errors
+    /// [`Unanswered::Late`] as above; [`Unanswered::Stopped`] as
+    /// [`Stopped`].
+    pub async fn submit_by(&self, work: W, deadline: Instant) -> Result<R, Unanswered> {
+        let (reply, mut answer) = oneshot::channel();
+        let claim = Arc::new(Claim::default());
+        let request = Request {
+            work,
+            reply,
+            claim: Some(Arc::clone(&claim)),
+        };
+        match tokio::time::timeout_at(deadline, self.sender.send(request)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(Unanswered::Stopped),
+            Err(_) => return Err(Unanswered::Late),
+        }
+        if let Ok(answered) = tokio::time::timeout_at(deadline, &mut answer).await {
+            return answered.map_err(|_| Unanswered::Stopped);
+        }
+        if claim.decide(ABANDONED) {
+            return Err(Unanswered::Late);
+        }
+        // Claimed first: the batch is being applied, and its fate is ours.
+        answer.await.map_err(|_| Unanswered::Stopped)
     }
 
     /// Whether the writer's end is gone or refuses new requests.
@@ -138,21 +227,43 @@ impl<W, R> Batch<W, R> {
         self.requests.len()
     }
 
-    /// Always false: a batch starts with the request it was waited for.
+    /// False as handed out (a batch starts with the request it was waited
+    /// for); true when [`Batch::prune`] or [`Batch::claim`] left nothing.
     pub fn is_empty(&self) -> bool {
         self.requests.is_empty()
     }
 
     /// The work of each request, in the order it was queued.
     pub fn work(&self) -> impl Iterator<Item = &W> {
-        self.requests.iter().map(|(work, _)| work)
+        self.requests.iter().map(|request| &request.work)
+    }
+
+    /// Leaves out the requests their callers abandoned (deadline passed),
+    /// so no time is spent on work nobody waits for.
+    pub fn prune(&mut self) {
+        self.requests
+            .retain(|request| !request.claim.as_deref().is_some_and(Claim::is_abandoned));
+    }
+
+    /// Claims every request still wanted: from now on its caller waits for
+    /// this batch's answer, whatever its deadline. The requests abandoned
+    /// first are left out, never to be applied. Call it once the work is
+    /// sure to start (a writer: once it holds the lock), so that nothing
+    /// claimed waits behind a lock past its deadline.
+    pub fn claim(&mut self) {
+        self.requests.retain(|request| {
+            request
+                .claim
+                .as_deref()
+                .is_none_or(|claim| claim.decide(CLAIMED))
+        });
     }
 
     /// Answers each request with what `reply` makes of its work. A caller
     /// that stopped waiting is skipped: its work was done all the same.
     pub fn answer_each(self, mut reply: impl FnMut(W) -> R) {
-        for (work, sender) in self.requests {
-            let _ = sender.send(reply(work));
+        for request in self.requests {
+            let _ = request.reply.send(reply(request.work));
         }
     }
 
@@ -160,8 +271,8 @@ impl<W, R> Batch<W, R> {
     /// the results of applying [`Batch::work`]). Requests beyond the
     /// replies given are dropped unanswered: their callers get [`Stopped`].
     pub fn answer(self, replies: impl IntoIterator<Item = R>) {
-        for ((_, sender), reply) in self.requests.into_iter().zip(replies) {
-            let _ = sender.send(reply);
+        for (request, reply) in self.requests.into_iter().zip(replies) {
+            let _ = request.reply.send(reply);
         }
     }
 }
@@ -220,6 +331,35 @@ mod tests {
         for caller in callers {
             assert_eq!(caller.await.unwrap(), Ok(()));
         }
+    }
+
+    #[tokio::test]
+    async fn a_request_past_its_deadline_before_it_is_claimed_is_never_applied_c12() {
+        let (queue, mut batches) = queue::<u32, u32>(4);
+        let deadline = Instant::now() + std::time::Duration::from_millis(50);
+        let late = queue.submit_by(1, deadline).await;
+        assert_eq!(late, Err(Unanswered::Late));
+
+        // The writer takes it up only now: it is left out of the batch.
+        let mut batch = batches.next().await.unwrap();
+        batch.prune();
+        assert!(batch.is_empty());
+        batch.claim();
+        assert_eq!(batch.work().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_claimed_request_waits_for_its_batch_past_its_deadline_c12() {
+        let (queue, mut batches) = queue::<u32, u32>(4);
+        let deadline = Instant::now() + std::time::Duration::from_millis(50);
+        let caller = tokio::spawn(async move { queue.submit_by(7, deadline).await });
+        let mut batch = batches.next().await.unwrap();
+        batch.claim();
+        assert_eq!(batch.len(), 1);
+
+        tokio::time::sleep_until(deadline + std::time::Duration::from_millis(50)).await;
+        batch.answer_each(|n| n + 1);
+        assert_eq!(caller.await.unwrap(), Ok(8), "the batch's fate, not Late");
     }
 
     #[tokio::test]

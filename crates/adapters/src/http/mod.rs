@@ -12,6 +12,7 @@ mod body;
 mod conditional;
 mod connection;
 mod cors;
+mod edge;
 mod fields;
 mod header_list;
 mod idempotency;

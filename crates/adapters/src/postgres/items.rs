@@ -45,6 +45,9 @@ impl Cursor {
     /// The next batch, or the end.
     async fn next_batch(mut self) -> Option<(ItemBatch, Option<Self>)> {
         let after = self.after;
+        // Each batch is an operation of its own: a long listing is not cut
+        // by the budget, a stalled batch is.
+        self.connection.renew();
         let rows = self
             .connection
             .run(|connection| {
@@ -186,22 +189,27 @@ impl ItemRepository for PostgresItemRepository {
         row.map(stored_item).transpose()
     }
 
+    /// In a transaction of its own, committed only within the budget, so a
+    /// create answered 503 is never stored afterwards (`budget.rs`).
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
-        let id: i64 = lease(&self.pool)
-            .await?
+        let mut connection = lease(&self.pool).await?;
+        connection.begin("begin").await?;
+        let id: i64 = connection
             .run(|connection| {
                 sqlx::query_scalar("insert into items (name) values ($1) returning id")
                     .bind(name.as_str().as_bytes())
                     .fetch_one(connection)
             })
             .await?;
+        connection.commit().await?;
         Ok(Item {
             id: Id::new(id),
             name,
         })
     }
 
-    /// The key and the item in one transaction (`keys.rs`).
+    /// The key and the item in one transaction, committed only within the
+    /// budget like every write (`keys.rs`, `budget.rs`).
     async fn create_keyed(
         &self,
         name: Name,
@@ -214,13 +222,15 @@ impl ItemRepository for PostgresItemRepository {
     /// One `update`, so the write is atomic; with `expected` the `where`
     /// clause is the compare-and-swap. When no row changed, one more query
     /// tells a missing item from a changed one (a delete in between can only
-    /// turn "changed" into "not found", both of which write nothing).
+    /// turn "changed" into "not found", both of which write nothing). In a
+    /// transaction committed only within the budget (`budget.rs`).
     async fn replace(
         &self,
         item: &Item,
         expected: Option<Name>,
     ) -> Result<Replaced, RepositoryError> {
         let mut connection = lease(&self.pool).await?;
+        connection.begin("begin").await?;
         let id = item.id.get();
         let new = item.name.as_str().as_bytes();
         let updated = match &expected {
@@ -247,11 +257,13 @@ impl ItemRepository for PostgresItemRepository {
             }
         }
         .rows_affected();
-        if updated > 0 {
-            return Ok(Replaced::Yes);
-        }
-        if expected.is_none() {
-            return Ok(Replaced::NotFound);
+        if updated > 0 || expected.is_none() {
+            connection.commit().await?;
+            return Ok(if updated > 0 {
+                Replaced::Yes
+            } else {
+                Replaced::NotFound
+            });
         }
         let exists: bool = connection
             .run(|connection| {
@@ -260,6 +272,7 @@ impl ItemRepository for PostgresItemRepository {
                     .fetch_one(connection)
             })
             .await?;
+        connection.commit().await?;
         Ok(if exists {
             Replaced::Changed
         } else {
@@ -267,9 +280,11 @@ impl ItemRepository for PostgresItemRepository {
         })
     }
 
+    /// In a transaction committed only within the budget (`budget.rs`).
     async fn delete(&self, id: Id) -> Result<bool, RepositoryError> {
-        let deleted = lease(&self.pool)
-            .await?
+        let mut connection = lease(&self.pool).await?;
+        connection.begin("begin").await?;
+        let deleted = connection
             .run(|connection| {
                 sqlx::query("delete from items where id = $1")
                     .bind(id.get())
@@ -277,6 +292,7 @@ impl ItemRepository for PostgresItemRepository {
             })
             .await?
             .rows_affected();
+        connection.commit().await?;
         Ok(deleted > 0)
     }
 }

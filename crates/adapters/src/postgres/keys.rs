@@ -3,18 +3,23 @@
 //! the row's first values.
 //!
 //! A live key is answered from one lookup, before any write, so a replay
-//! or a mismatch draws no id. Otherwise one statement (so one transaction,
-//! one round trip) purges a few expired keys, claims the key with the next
-//! id of the table's identity sequence, and inserts the row under that id
-//! only if the claim succeeded; the claim's `on conflict` takes over an
-//! expired key but not a live one. When it returns no row, a live key
-//! appeared meanwhile: a second lookup answers the replay or the mismatch,
-//! and nothing was written (the id drawn is burned, as after any failed
-//! insert, C2). When another transaction holds the key
-//! (another instance, or a request this instance's in-flight registry did
-//! not see), the primary key makes the claim wait for it: if it commits,
-//! the claim fails and the committed key is replayed; if it rolls back, the
-//! claim succeeds.
+//! or a mismatch draws no id and opens no transaction. Otherwise, in a
+//! transaction of its own (`Lease::begin`), one statement purges a few
+//! expired keys, claims the key with the next id of the table's identity
+//! sequence, and inserts the row under that id only if the claim
+//! succeeded; the claim's `on conflict` takes over an expired key but not a
+//! live one. The transaction is committed only within the statement budget
+//! (`Lease::commit`, `budget.rs`, C12), as every other write is: a keyed
+//! create answered 503 is rolled back, never committed afterwards, so the
+//! key stays free for the client's retry. When the claim returns no row, a
+//! live key appeared meanwhile: a second lookup, in the same transaction
+//! (read committed: it sees the key the claim waited for), answers the
+//! replay or the mismatch, and nothing but the purge was written (the id
+//! drawn is burned, as after any failed insert, C2). When another
+//! transaction holds the key (another instance, or a request this
+//! instance's in-flight registry did not see), the primary key makes the
+//! claim wait for it: if it commits, the claim fails and the committed key
+//! is replayed; if it rolls back, the claim succeeds.
 
 use std::time::SystemTime;
 
@@ -131,6 +136,7 @@ pub(super) async fn create_item(
     if let Some(first) = first_item(&mut connection, key, live_since).await? {
         return Ok(answer(first, same));
     }
+    connection.begin("begin").await?;
     let created: Option<i64> = connection
         .run(|connection| {
             sqlx::query_scalar(CREATE_ITEM)
@@ -143,12 +149,15 @@ pub(super) async fn create_item(
         })
         .await?;
     if let Some(id) = created {
+        connection.commit().await?;
         return Ok(Keyed::Created(Item {
             id: Id::new(id),
             name,
         }));
     }
     let first = first_item(&mut connection, key, live_since).await?;
+    // Only the purge was written; committed within the budget like it.
+    connection.commit().await?;
     first.map(|first| answer(first, same)).ok_or_else(vanished)
 }
 
@@ -165,6 +174,7 @@ pub(super) async fn create_product(
     if let Some(first) = first_product(&mut connection, key, live_since).await? {
         return Ok(answer(first, same));
     }
+    connection.begin("begin").await?;
     let created: Option<i64> = connection
         .run(|connection| {
             sqlx::query_scalar(CREATE_PRODUCT)
@@ -178,6 +188,7 @@ pub(super) async fn create_product(
         })
         .await?;
     if let Some(id) = created {
+        connection.commit().await?;
         return Ok(Keyed::Created(Product {
             id: Id::new(id),
             name,
@@ -185,5 +196,7 @@ pub(super) async fn create_product(
         }));
     }
     let first = first_product(&mut connection, key, live_since).await?;
+    // Only the purge was written; committed within the budget like it.
+    connection.commit().await?;
     first.map(|first| answer(first, same)).ok_or_else(vanished)
 }

@@ -5,7 +5,10 @@
 //! against a real PostgreSQL instead. Every database failure becomes
 //! [`RepositoryError::Unavailable`]: the HTTP adapter answers 503 and logs the
 //! cause, and the pool reconnects by itself once the database is back.
+//! Every store operation has a budget (`DATABASE_STATEMENT_TIMEOUT_MS`),
+//! kept by the server and by this client (`budget.rs`).
 
+mod budget;
 mod items;
 mod keys;
 mod pool;
@@ -24,6 +27,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 use pool::Pool;
 
+pub use crate::budget::{DEFAULT_STATEMENT_TIMEOUT, OverBudget};
 pub use items::PostgresItemRepository;
 pub use products::PostgresProductRepository;
 pub use transfer::{BeginError, PostgresSink, PostgresSnapshot};
@@ -70,6 +74,25 @@ pub enum ConnectError {
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
 
+/// How the pool is sized and how long one store operation may take.
+#[derive(Debug, Clone, Copy)]
+pub struct PostgresSettings {
+    /// Connections at most (`DATABASE_POOL_SIZE`).
+    pub pool_size: u32,
+    /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`):
+    /// the server's `statement_timeout` and the client's deadline.
+    pub statement_timeout: Duration,
+}
+
+impl Default for PostgresSettings {
+    fn default() -> Self {
+        Self {
+            pool_size: DEFAULT_POOL_SIZE,
+            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
+        }
+    }
+}
+
 /// A pool of connections to one database, from which the repositories are made.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
@@ -90,6 +113,24 @@ impl PostgresStore {
     pub async fn connect(
         options: PgConnectOptions,
         pool_size: u32,
+        patience: Duration,
+    ) -> Result<Self, ConnectError> {
+        let settings = PostgresSettings {
+            pool_size,
+            ..PostgresSettings::default()
+        };
+        Self::connect_with(options, settings, patience).await
+    }
+
+    /// [`PostgresStore::connect`] with every setting given. The migrations
+    /// run without the statement budget (an index built on a large table
+    /// may take longer); the pool's connections run with it.
+    ///
+    /// # Errors
+    /// As [`PostgresStore::connect`].
+    pub async fn connect_with(
+        options: PgConnectOptions,
+        settings: PostgresSettings,
         patience: Duration,
     ) -> Result<Self, ConnectError> {
         let options = quiet(options);
@@ -119,8 +160,13 @@ impl PostgresStore {
         MIGRATOR.run(&mut first).await?;
         // The pool opens its own connections as requests need them.
         let _ = first.close().await;
-        let pool = Pool::builder(pool::Manager { options })
-            .max_size(pool_size as usize)
+        let budget = settings.statement_timeout;
+        let manager = pool::Manager {
+            options: options.options([budget::statement_timeout(budget)]),
+            budget,
+        };
+        let pool = Pool::builder(manager)
+            .max_size(settings.pool_size as usize)
             .build()
             .expect("a pool without timeouts needs no runtime");
         Ok(Self { pool })
@@ -133,11 +179,11 @@ impl PostgresStore {
     /// [`PostgresStore::connect`].
     pub async fn connect_url(
         url: &str,
-        pool_size: u32,
+        settings: PostgresSettings,
         patience: Duration,
     ) -> Result<Self, ConnectError> {
         let options = PgConnectOptions::from_str(url).map_err(ConnectError::InvalidUrl)?;
-        Self::connect(options, pool_size, patience).await
+        Self::connect_with(options, settings, patience).await
     }
 
     pub fn items(&self) -> PostgresItemRepository {

@@ -36,9 +36,12 @@ impl ProductRepository for PostgresProductRepository {
         stored_products(rows)
     }
 
+    /// In a transaction committed only within the budget, so a create
+    /// answered 503 is never stored afterwards (`budget.rs`).
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
-        let id: i64 = lease(&self.pool)
-            .await?
+        let mut connection = lease(&self.pool).await?;
+        connection.begin("begin").await?;
+        let id: i64 = connection
             .run(|connection| {
                 sqlx::query_scalar(
                     "insert into products (name, price) values ($1, $2) returning id",
@@ -48,6 +51,7 @@ impl ProductRepository for PostgresProductRepository {
                 .fetch_one(connection)
             })
             .await?;
+        connection.commit().await?;
         Ok(Product {
             id: Id::new(id),
             name,
@@ -55,7 +59,8 @@ impl ProductRepository for PostgresProductRepository {
         })
     }
 
-    /// The key and the product in one transaction (`keys.rs`).
+    /// The key and the product in one transaction, committed only within the
+    /// budget like every write (`keys.rs`, `budget.rs`).
     async fn create_keyed(
         &self,
         name: Name,

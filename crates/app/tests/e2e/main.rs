@@ -28,5 +28,6 @@ mod operator;
 mod restore;
 mod sqlite;
 mod startup;
+mod statement_budget;
 mod two_instances;
 mod unread_bodies;

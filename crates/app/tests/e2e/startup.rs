@@ -36,6 +36,9 @@ fn every_invalid_setting_exits_2_with_one_line_naming_it_c1() {
         ("LOG_FORMAT", "yaml"),
         ("DATABASE_POOL_SIZE", "0"),
         ("DATABASE_POOL_SIZE", "1001"),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", "0"),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", "-5"),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", "five seconds"),
         ("ADMIN_PORT", "admin"),
         ("SHUTDOWN_DRAIN_MS", "-1"),
     ] {
