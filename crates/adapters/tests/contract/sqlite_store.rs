@@ -454,3 +454,5 @@ async fn creates_under_one_key_in_one_batch_make_one_item_c7() {
     assert_eq!(page.total, 2, "first and pen");
     file.teardown().await;
 }
+
+mod keyed_budget;
