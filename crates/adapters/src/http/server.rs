@@ -4,18 +4,17 @@
 use std::future::Future;
 use std::net::TcpListener;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use actix_web::body::{BoxBody, MessageBody};
-use actix_web::dev::{ServerHandle, ServiceRequest, ServiceResponse};
-use actix_web::http::header::{self, HeaderValue};
-use actix_web::middleware::{Next, from_fn};
+use actix_web::dev::ServerHandle;
+use actix_web::middleware::from_fn;
 use actix_web::{App, web};
 
 use super::body::BodyLimits;
 use super::conditional::entity_tags;
 use super::connection::close_when_done;
 use super::cors::{cors, preflight_status};
+use super::edge::edge;
 use super::metrics::{RequestMetrics, record_request};
 use super::rate_limit::{Limiter, RateLimitSettings, limit_rate};
 use super::routes;
@@ -144,32 +143,4 @@ impl Default for HttpSettings {
             draining: super::Draining::default(),
         }
     }
-}
-
-/// The outermost middleware: marks every response `nosniff` (C4) and writes
-/// the one log line of each request (method, path, status, latency).
-async fn edge(
-    request: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let started = Instant::now();
-    // No clone of the request may be held across `next.call`: routing needs
-    // the only reference to write the path's match info. Method and path are
-    // read back from the response's request instead. Inner layers answer
-    // with `Ok` responses (errors are rendered by `ApiError`), so `?` here
-    // only passes on what actix-web itself would render.
-    let mut response = next.call(request).await?.map_into_boxed_body();
-    response.headers_mut().insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    let request = response.request();
-    tracing::info!(
-        target: "items_service::request",
-        method = %request.method(),
-        path = request.path(),
-        status = response.status().as_u16(),
-        latency_us = started.elapsed().as_micros() as u64,
-    );
-    Ok(response)
 }

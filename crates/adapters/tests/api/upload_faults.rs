@@ -1,9 +1,13 @@
 //! Uploads that end badly (C5): cut by a reset at any point, or refused
 //! because the storage bound (`UPLOADS_MAX_BYTES`) or the disk is full (507).
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use items_domain::{PendingUpload, StoredName, UploadStore, UploadStoreError};
+use reqwest::multipart::{Form, Part};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -98,5 +102,193 @@ async fn uploads_cut_by_resets_at_any_point_leave_no_file_without_a_restart_c5()
             cut.await.unwrap();
         }
         settles_to(app.uploads(), &[]).await;
+    }
+}
+
+fn avatar(bytes: usize) -> Form {
+    Form::new().part(
+        "avatar",
+        Part::bytes(vec![5u8; bytes])
+            .file_name("a.png")
+            .mime_str("image/png")
+            .unwrap(),
+    )
+}
+
+/// The sizes of the files in `directory`, by name.
+fn sizes(directory: &Path) -> BTreeMap<String, u64> {
+    std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let size = entry.metadata().unwrap().len();
+            (entry.file_name().to_string_lossy().into_owned(), size)
+        })
+        .collect()
+}
+
+async fn bounded_app(max_bytes: u64) -> TestApp {
+    TestApp::spawn(TestServices::in_memory().with_uploads_max_bytes(max_bytes)).await
+}
+
+#[tokio::test]
+async fn an_upload_that_would_pass_uploads_max_bytes_is_507_and_leaves_the_directory_unchanged_c5_c6()
+ {
+    let app = bounded_app(250_000).await;
+    assert_eq!(
+        app.post_form("/profile", avatar(200_000)).await.status(),
+        201
+    );
+    let before = sizes(app.uploads());
+
+    let refused = assert_problem(app.post_form("/profile", avatar(100_000)).await, 507).await;
+    assert_eq!(sizes(app.uploads()), before);
+    assert!(
+        refused["detail"].as_str().unwrap().contains("no room"),
+        "{refused}"
+    );
+
+    // Two photos that fit one by one but not together: neither is kept.
+    let photos = Form::new()
+        .part("photos", Part::bytes(vec![1u8; 30_000]).file_name("1.png"))
+        .part("photos", Part::bytes(vec![2u8; 30_000]).file_name("2.png"));
+    assert_problem(app.post_form("/photos/upload", photos).await, 507).await;
+    assert_eq!(sizes(app.uploads()), before);
+
+    // Up to the bound exactly is still fine.
+    assert_eq!(
+        app.post_form("/profile", avatar(50_000)).await.status(),
+        201
+    );
+    assert_eq!(sizes(app.uploads()).values().sum::<u64>(), 250_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_uploads_cannot_pass_the_bound_together_c5() {
+    const BOUND: u64 = 1_000_000;
+    let app = bounded_app(BOUND).await;
+
+    let uploads: Vec<_> = (0..30)
+        .map(|_| {
+            let client = app.http.clone();
+            let url = app.url("/profile");
+            tokio::spawn(async move {
+                let response = client.post(url).multipart(avatar(100_000)).send().await;
+                response.unwrap().status().as_u16()
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for upload in uploads {
+        statuses.push(upload.await.unwrap());
+    }
+
+    let kept = statuses.iter().filter(|status| **status == 201).count();
+    assert!(
+        statuses.iter().all(|status| [201, 507].contains(status)),
+        "{statuses:?}"
+    );
+    assert!((1..=10).contains(&kept), "{statuses:?}");
+    let stored = sizes(app.uploads());
+    assert_eq!(stored.len(), kept, "only the accepted files: {stored:?}");
+    assert!(stored.values().sum::<u64>() <= BOUND);
+}
+
+#[tokio::test]
+async fn files_already_stored_at_start_count_against_the_bound_c5() {
+    let services = TestServices::in_memory();
+    std::fs::write(
+        services.uploads().join("0123456789abcdef0123456789abcdef"),
+        vec![0u8; 200_000],
+    )
+    .unwrap();
+    let app = TestApp::spawn(services.with_uploads_max_bytes(250_000)).await;
+
+    assert_problem(app.post_form("/profile", avatar(60_000)).await, 507).await;
+    assert_eq!(
+        app.post_form("/profile", avatar(50_000)).await.status(),
+        201
+    );
+    assert_eq!(sizes(app.uploads()).len(), 2);
+}
+
+/// A store whose files cannot be written because the disk is full, as the
+/// disk store reports ENOSPC (its mapping has a unit test of its own).
+struct FullDisk;
+
+struct NoRoom;
+
+#[async_trait::async_trait]
+impl PendingUpload for NoRoom {
+    async fn write(&mut self, _: &[u8]) -> Result<(), UploadStoreError> {
+        Err(UploadStoreError::full(std::io::Error::from(
+            std::io::ErrorKind::StorageFull,
+        )))
+    }
+
+    async fn commit(self: Box<Self>) -> Result<StoredName, UploadStoreError> {
+        Err(UploadStoreError::full("no room"))
+    }
+}
+
+#[async_trait::async_trait]
+impl UploadStore for FullDisk {
+    async fn begin(&self) -> Result<Box<dyn PendingUpload>, UploadStoreError> {
+        Ok(Box::new(NoRoom))
+    }
+
+    async fn remove(&self, _: &StoredName) -> Result<(), UploadStoreError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_store_out_of_space_is_507_never_500_c5_c6() {
+    let app = TestApp::spawn(TestServices::in_memory().with_upload_store(Arc::new(FullDisk))).await;
+    assert_problem(app.post_form("/profile", avatar(10)).await, 507).await;
+    let empty = Form::new().part("avatar", Part::bytes(Vec::new()).file_name("a.png"));
+    assert_problem(app.post_form("/profile", empty).await, 507).await;
+}
+
+/// A real full filesystem: a 1 MiB tmpfs mounted over a fresh directory.
+/// Needs root (or `CAP_SYS_ADMIN`); elsewhere the test says so and passes on
+/// the strength of the store-level test above.
+#[tokio::test]
+async fn a_real_full_filesystem_is_507_and_leaves_nothing_c5() {
+    let services = TestServices::in_memory();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(services.uploads())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !mounted {
+        eprintln!("SKIPPED: cannot mount a tmpfs here (not root)");
+        return;
+    }
+    let directory = services.uploads().to_owned();
+    let unmount = Unmount(directory.clone());
+    // No bound: only the filesystem's size stops the upload.
+    let app = TestApp::spawn(services.with_uploads_max_bytes(0)).await;
+
+    assert_eq!(
+        app.post_form("/profile", avatar(300_000)).await.status(),
+        201
+    );
+    let before = sizes(&directory);
+    assert_problem(app.post_form("/profile", avatar(2_000_000)).await, 507).await;
+    assert_eq!(sizes(&directory), before);
+    drop(app);
+    drop(unmount);
+}
+
+/// Unmounts on drop, also when an assertion failed.
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
     }
 }

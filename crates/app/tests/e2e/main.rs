@@ -30,3 +30,4 @@ mod sqlite;
 mod startup;
 mod two_instances;
 mod unread_bodies;
+mod uploads;
