@@ -83,7 +83,7 @@ pub(crate) async fn upload_cut_by_a_reset(port: u16, n: u64) {
         return;
     }
     // Sometimes a moment for the server to start on what it got.
-    if spread(n + 3) % 2 == 0 {
+    if spread(n + 3).is_multiple_of(2) {
         tokio::time::sleep(Duration::from_micros(spread(n + 4) % 3_000)).await;
     }
     let _ = stream.set_zero_linger();
