@@ -5,7 +5,7 @@
 //! on commit. Same directory, so the commit is one atomic `rename` on the
 //! same filesystem: a reader never sees half a file under a final name.
 //! A pending file that is dropped uncommitted — a failed request, a client
-//! that went away, an I/O error — is deleted in `Drop` ([`pending`]). A crash
+//! that went away, an I/O error — is deleted in `Drop` (`pending.rs`). A crash
 //! skips `Drop`, so [`DiskUploadStore::open`] sweeps leftover temporary files
 //! at start. The bytes stored are counted against `UPLOADS_MAX_BYTES`
 //! ([`usage`]).
