@@ -9,6 +9,7 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use items_adapters::disk;
 use items_adapters::http::metrics::{REQUEST_DURATION, REQUEST_DURATION_BUCKETS, describe};
 use items_adapters::redis::STORE_ERRORS;
 use items_adapters::sqlite::{self, WRITES_PER_COMMIT, WRITES_PER_COMMIT_BUCKETS};
@@ -45,6 +46,7 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
         .install_recorder()?;
     describe();
     sqlite::describe_metrics();
+    disk::usage::describe_metrics();
     metrics::describe_counter!(
         STORE_ERRORS,
         "Rate-limit requests the shared store (Redis) failed or answered too slowly; each was counted in the local budget."

@@ -35,8 +35,9 @@ pub use ports::{
 pub use rate_limit::{Gcra, RateLimitStore, RateLimitStoreError, RateLimiter, Spent, Verdict};
 pub use repository_error::RepositoryError;
 pub use uploads::{
-    FileWriter, PendingUpload, StoredFile, StoredFiles, StoredName, TextField, TextWriter, Upload,
-    UploadError, UploadPolicy, UploadService, UploadSession, UploadStore, UploadStoreError,
+    FileWriter, PendingUpload, StorageFull, StoredFile, StoredFiles, StoredName, TextField,
+    TextWriter, Upload, UploadError, UploadPolicy, UploadService, UploadSession, UploadStore,
+    UploadStoreError,
 };
 pub use use_cases::{
     CreateError, Created, GetItemError, ItemService, Precondition, ProductService,

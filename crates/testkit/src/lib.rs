@@ -188,6 +188,7 @@ macro_rules! __checks {
         $crate::__checks! { @apply [
             a_committed_upload_holds_exactly_the_written_bytes_under_its_name_c4_c5,
             a_dropped_upload_leaves_nothing_behind_c5,
+            an_upload_abandoned_mid_begin_or_mid_write_leaves_nothing_c5,
             each_commit_gets_a_new_name_and_keeps_the_others_c4,
             remove_deletes_a_committed_file_and_ignores_a_missing_one,
         ] $($then)* }

@@ -92,6 +92,9 @@ pub enum ApiError {
     KeyReused,
     /// 429 problem with `Retry-After` (C9); the rate limiter adds its headers.
     TooManyRequests { retry_after_secs: u64 },
+    /// 507 problem: the uploads bound (`UPLOADS_MAX_BYTES`) or the disk is
+    /// full, so nothing was kept (C5); the cause is logged.
+    InsufficientStorage(Box<dyn std::error::Error + Send + Sync>),
     /// 503 problem with `Retry-After`: a store is unreachable; the cause is logged.
     Unavailable(RepositoryError),
     /// 500 problem: a bug or an I/O failure; the cause is logged, never sent.
@@ -144,6 +147,9 @@ impl ApiError {
             }
             Self::Unavailable(_) => {
                 "The service is temporarily unavailable; retry later.".to_owned()
+            }
+            Self::InsufficientStorage(_) => {
+                "There is no room left to store uploads; nothing was kept.".to_owned()
             }
             Self::Internal(_) => "The server failed to answer this request.".to_owned(),
         }
@@ -243,6 +249,7 @@ impl ResponseError for ApiError {
             Self::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -269,6 +276,10 @@ impl ResponseError for ApiError {
                     header::RETRY_AFTER,
                     Self::RETRY_UNAVAILABLE_SECS.to_string(),
                 )
+            }
+            Self::InsufficientStorage(cause) => {
+                tracing::warn!(error = %ErrorChain(cause.as_ref()), "uploads storage full");
+                problem()
             }
             Self::Internal(cause) => {
                 tracing::error!(error = %ErrorChain(cause.as_ref()), "internal error");

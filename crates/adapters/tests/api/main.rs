@@ -25,4 +25,5 @@ mod rate_limit_redis;
 mod reverse_proxy;
 mod sqlite;
 mod unread_bodies;
+mod upload_faults;
 mod uploads;

@@ -173,7 +173,8 @@ impl From<&LimiterConfig> for RateLimitSettings {
     }
 }
 
-/// Uploaded files (C4, C5): where they are kept and how large one may be.
+/// Uploaded files (C4, C5): where they are kept, how large one may be and
+/// how much they may occupy together.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Uploads")]
 pub struct UploadsConfig {
@@ -185,6 +186,11 @@ pub struct UploadsConfig {
     #[arg(long, env = "MAX_FILE_BYTES", default_value_t = limits::MAX_FILE_BYTES,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_file_bytes: u64,
+
+    /// The most bytes all stored uploads together may occupy (beyond it:
+    /// 507); 0 = no bound but the disk's. Per instance (docs/operations.md).
+    #[arg(long, env = "UPLOADS_MAX_BYTES", default_value_t = defaults::UPLOADS_MAX_BYTES)]
+    pub uploads_max_bytes: u64,
 }
 
 impl From<&UploadsConfig> for UploadLimits {

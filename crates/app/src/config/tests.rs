@@ -34,6 +34,7 @@ fn defaults_follow_the_c1_table() {
     assert_eq!(config.limiter.trust_proxy, 0);
     assert_eq!(config.limiter.redis_url, None);
     assert_eq!(config.uploads.max_file_bytes, 10_485_760);
+    assert_eq!(config.uploads.uploads_max_bytes, 10_737_418_240);
     assert_eq!(config.server.max_json_bytes, 102_400);
     assert_eq!(config.server.log_format, LogFormat::Text);
     assert_eq!(config.store.database_pool_size, 10);
@@ -109,6 +110,8 @@ fn invalid_values_give_one_line_naming_the_setting_c1() {
         (&["--redis-url", "http://x"][..], "REDIS_URL"),
         (&["--redis-url", "redis://"][..], "REDIS_URL"),
         (&["--max-file-bytes=0"][..], "MAX_FILE_BYTES"),
+        (&["--uploads-max-bytes=-1"][..], "UPLOADS_MAX_BYTES"),
+        (&["--uploads-max-bytes", "10GiB"][..], "UPLOADS_MAX_BYTES"),
         (&["--max-json-bytes", "x"][..], "MAX_JSON_BYTES"),
         (&["--log-format", "xml"][..], "LOG_FORMAT"),
         (&["--database-pool-size", "0"][..], "DATABASE_POOL_SIZE"),

@@ -31,3 +31,4 @@ mod startup;
 mod statement_budget;
 mod two_instances;
 mod unread_bodies;
+mod uploads;

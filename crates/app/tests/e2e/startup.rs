@@ -32,6 +32,7 @@ fn every_invalid_setting_exits_2_with_one_line_naming_it_c1() {
         ("RATE_LIMIT_WINDOW_MS", "0"),
         ("TRUST_PROXY", "perhaps"),
         ("MAX_FILE_BYTES", "-5"),
+        ("UPLOADS_MAX_BYTES", "10G"),
         ("MAX_JSON_BYTES", "lots"),
         ("LOG_FORMAT", "yaml"),
         ("DATABASE_POOL_SIZE", "0"),
