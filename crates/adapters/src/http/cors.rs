@@ -23,8 +23,9 @@ use actix_web::http::{Method, StatusCode};
 const METHODS: [&str; 6] = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"];
 /// How long a browser may cache a preflight answer (one day, PostgREST's choice).
 const MAX_AGE_SECS: usize = 86_400;
-/// The response headers a browser script may read (C8).
-const EXPOSED: [&str; 9] = [
+/// The response headers a browser script may read (C8), and
+/// `Idempotent-Replayed` (C7), so a browser client can tell a replay.
+const EXPOSED: [&str; 10] = [
     "etag",
     "location",
     "link",
@@ -34,6 +35,7 @@ const EXPOSED: [&str; 9] = [
     "ratelimit-limit",
     "ratelimit-remaining",
     "ratelimit-reset",
+    "idempotent-replayed",
 ];
 
 /// The actix-cors middleware configured for C8.

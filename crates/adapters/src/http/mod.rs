@@ -15,6 +15,7 @@ mod cors;
 mod edge;
 mod fields;
 mod header_list;
+mod idempotency;
 mod items;
 pub mod metrics;
 mod multipart;

@@ -3,10 +3,12 @@
 //! batches from one repeatable-read snapshot (C7, C10), and the conditional
 //! replace as one compare-and-swap `update` (C7).
 
+use std::time::SystemTime;
+
 use async_trait::async_trait;
 use items_domain::{
-    Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Replaced,
-    RepositoryError,
+    Id, IdempotencyKey, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed,
+    Name, Replaced, RepositoryError,
 };
 
 use super::pool::{Lease, Pool, lease};
@@ -204,6 +206,17 @@ impl ItemRepository for PostgresItemRepository {
             id: Id::new(id),
             name,
         })
+    }
+
+    /// The key and the item in one transaction, committed only within the
+    /// budget like every write (`keys.rs`, `budget.rs`).
+    async fn create_keyed(
+        &self,
+        name: Name,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Item>, RepositoryError> {
+        super::keys::create_item(&self.pool, name, key, at).await
     }
 
     /// One `update`, so the write is atomic; with `expected` the `where`

@@ -10,6 +10,7 @@
 
 mod budget;
 mod items;
+mod keys;
 mod pool;
 mod products;
 mod transfer;

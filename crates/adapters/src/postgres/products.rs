@@ -1,8 +1,12 @@
 //! The PostgreSQL product repository: the `products` table, listed in id
 //! order, ids from its identity column (C2).
 
+use std::time::SystemTime;
+
 use async_trait::async_trait;
-use items_domain::{Id, Name, Price, Product, ProductRepository, RepositoryError};
+use items_domain::{
+    Id, IdempotencyKey, Keyed, Name, Price, Product, ProductRepository, RepositoryError,
+};
 
 use super::pool::{Pool, lease};
 use crate::stored_rows::{ProductRow, stored_products};
@@ -53,5 +57,17 @@ impl ProductRepository for PostgresProductRepository {
             name,
             price,
         })
+    }
+
+    /// The key and the product in one transaction, committed only within the
+    /// budget like every write (`keys.rs`, `budget.rs`).
+    async fn create_keyed(
+        &self,
+        name: Name,
+        price: Price,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Product>, RepositoryError> {
+        super::keys::create_product(&self.pool, name, price, key, at).await
     }
 }

@@ -46,6 +46,7 @@
 
 mod backup;
 mod items;
+mod keys;
 mod point_reads;
 mod products;
 mod transfer;

@@ -23,8 +23,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
 
-use items_domain::{Id, Item, Name, Price, Product, Replaced, RepositoryError};
+use items_domain::{
+    Id, IdempotencyKey, Item, Keyed, Name, Price, Product, Replaced, RepositoryError,
+};
 use sqlx::{Executor as _, SqliteConnection};
 use tokio::sync::oneshot;
 
@@ -36,9 +39,24 @@ use super::WRITES_PER_COMMIT;
 #[derive(Debug)]
 pub(super) enum Write {
     CreateItem(Name),
-    ReplaceItem { item: Item, expected: Option<Name> },
+    ReplaceItem {
+        item: Item,
+        expected: Option<Name>,
+    },
     DeleteItem(Id),
     CreateProduct(Name, Price),
+    /// A create under an idempotency key (C7), applied alone (`keys.rs`).
+    CreateItemKeyed {
+        name: Name,
+        key: IdempotencyKey,
+        at: SystemTime,
+    },
+    CreateProductKeyed {
+        name: Name,
+        price: Price,
+        key: IdempotencyKey,
+        at: SystemTime,
+    },
 }
 
 /// What a write did, once committed.
@@ -48,6 +66,8 @@ pub(super) enum Written {
     Replaced(Replaced),
     Deleted(bool),
     Product(Product),
+    KeyedItem(Keyed<Item>),
+    KeyedProduct(Keyed<Product>),
 }
 
 /// The answer a caller gets.
@@ -220,6 +240,17 @@ async fn one(connection: &mut SqliteConnection, write: &Write) -> Result<Written
                 name: name.clone(),
             })
         }
+        Write::CreateItemKeyed { name, key, at } => {
+            Written::KeyedItem(super::keys::create_item(connection, name, key, *at).await?)
+        }
+        Write::CreateProductKeyed {
+            name,
+            price,
+            key,
+            at,
+        } => Written::KeyedProduct(
+            super::keys::create_product(connection, name, *price, key, *at).await?,
+        ),
         Write::ReplaceItem { item, expected } => {
             Written::Replaced(replace(connection, item, expected.as_ref()).await?)
         }

@@ -14,6 +14,7 @@ mod durable;
 mod failures;
 mod hardening;
 mod http_semantics;
+mod idempotency;
 mod items;
 mod listing;
 mod openapi;

@@ -405,3 +405,54 @@ async fn the_file_is_in_wal_mode_c12() {
     connection.close().await.unwrap();
     file.teardown().await;
 }
+
+/// Two creates under one key in the same batch (C7): the writer applies a
+/// batch's writes one after another in its transaction, so the second sees
+/// the first's key and replays it, and a third with another name is a
+/// mismatch; all in one commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_under_one_key_in_one_batch_make_one_item_c7() {
+    let file = SqliteFile::create().await;
+    let mut lock = hold_write_lock(&file.path()).await;
+    let first = spawn_create(&file.store, "first");
+    // The writer takes `first` alone and waits for the lock with it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = file.store.commits();
+    let key = items_domain::IdempotencyKey::parse(b"k").unwrap();
+    let at = std::time::SystemTime::now();
+    let mut keyed = Vec::new();
+    // Queued one at a time, so the batch holds them in this order.
+    for (n, raw) in ["pen", "pen", "ink"].into_iter().enumerate() {
+        let items = file.store.items();
+        let key = key.clone();
+        keyed.push(tokio::spawn(async move {
+            items.create_keyed(name(raw), &key, at).await
+        }));
+        until_queued(&file.store, n + 1).await;
+    }
+    lock.execute("COMMIT").await.unwrap();
+    first.await.unwrap().unwrap();
+    let mut answers = Vec::new();
+    for answer in keyed {
+        answers.push(answer.await.unwrap().unwrap());
+    }
+
+    let pen = Item {
+        id: Id::new(2),
+        name: name("pen"),
+    };
+    assert_eq!(
+        answers,
+        [
+            items_domain::Keyed::Created(pen.clone()),
+            items_domain::Keyed::Replayed(pen),
+            items_domain::Keyed::Mismatch,
+        ]
+    );
+    assert_eq!(file.store.commits() - before, 2, "`first`, then one batch");
+    let page = file.store.items().list(&Default::default()).await.unwrap();
+    assert_eq!(page.total, 2, "first and pen");
+    file.teardown().await;
+}
+
+mod keyed_budget;

@@ -324,3 +324,5 @@ async fn another_process_holding_the_sqlite_write_lock_gets_503_within_the_budge
     let created = service.client.create_item("after the lock").await;
     assert_eq!(created["name"], "after the lock");
 }
+
+mod keyed;
