@@ -6,9 +6,11 @@
 //! its previous call ran, sends them as one call of `gcra.lua` and answers
 //! each caller. There is no timer: a decision that finds the lane idle goes
 //! at once, and under load a batch is exactly what arrived during one round
-//! trip. The script takes the decisions in queue order, so several of one
-//! client in one batch are decided one after the other, as separate calls
-//! would have been; all of a batch see one reading of the server's clock.
+//! trip. A batch is sent as one group per client (and policy): the key once
+//! and how many decisions it holds, so a busy client's fifty decisions cost
+//! one key and two numbers each way, not fifty. The script takes a group's
+//! decisions one after the other, as separate calls would have been; all of
+//! a batch see one reading of the server's clock.
 //!
 //! A batch that fails or does not answer in time fails each of its
 //! decisions, as a single call would have failed its one: each falls back to
@@ -16,6 +18,8 @@
 //! may still wait, so no decision waits past its own bound, queueing
 //! included.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,8 +36,7 @@ const TIMED_OUT: &str = "no answer within the rate-limit store's time bound";
 /// One GCRA step to take in Redis, and when its caller stops waiting.
 #[derive(Debug)]
 pub(super) struct Decision {
-    /// The client's key, prefix included.
-    pub(super) key: String,
+    pub(super) client: IpAddr,
     /// The GCRA's period and tolerance, in microseconds.
     pub(super) period: u64,
     pub(super) tolerance: u64,
@@ -70,8 +73,10 @@ pub(super) async fn run_lanes(
     count: usize,
     batches: Batches<Decision, Answer>,
     connection: ConnectionManager,
+    prefix: String,
     health: Arc<Health>,
 ) {
+    let prefix: Arc<str> = prefix.into();
     let batches = Arc::new(tokio::sync::Mutex::new(batches));
     let script = Arc::new(Script::new(include_str!("gcra.lua")));
     let lanes: Vec<_> = (0..count.max(1))
@@ -80,6 +85,7 @@ pub(super) async fn run_lanes(
                 Arc::clone(&batches),
                 connection.clone(),
                 Arc::clone(&script),
+                Arc::clone(&prefix),
                 Arc::clone(&health),
             ))
         })
@@ -95,6 +101,7 @@ async fn lane(
     batches: Arc<tokio::sync::Mutex<Batches<Decision, Answer>>>,
     mut connection: ConnectionManager,
     script: Arc<Script>,
+    prefix: Arc<str>,
     health: Arc<Health>,
 ) {
     loop {
@@ -106,7 +113,7 @@ async fn lane(
             batch.answer_each(|_| Err(Failure::Skipped));
             continue;
         }
-        match call(&mut connection, &script, &batch).await {
+        match call(&mut connection, &script, &prefix, &batch).await {
             Ok(spent) => {
                 health.answered();
                 batch.answer(spent.into_iter().map(Ok));
@@ -127,15 +134,37 @@ async fn lane(
 async fn call(
     connection: &mut ConnectionManager,
     script: &Script,
+    prefix: &str,
     batch: &Batch<Decision, Answer>,
 ) -> Result<Vec<Spent>, String> {
     let Some(deadline) = batch.work().map(|decision| decision.deadline).min() else {
         return Ok(Vec::new());
     };
-    let mut invocation = script.prepare_invoke();
+    // Each decision's group, and its place in the group's queue order.
+    let mut groups: Vec<Group> = Vec::new();
+    let mut group_of: HashMap<(IpAddr, u64, u64), usize> = HashMap::new();
+    let mut places: Vec<(usize, u64)> = Vec::with_capacity(batch.len());
     for decision in batch.work() {
-        invocation.key(decision.key.as_str());
-        invocation.arg(decision.period).arg(decision.tolerance);
+        let policy = (decision.client, decision.period, decision.tolerance);
+        let group = *group_of.entry(policy).or_insert_with(|| {
+            groups.push(Group {
+                client: decision.client,
+                period: decision.period,
+                tolerance: decision.tolerance,
+                count: 0,
+            });
+            groups.len() - 1
+        });
+        places.push((group, groups[group].count));
+        groups[group].count += 1;
+    }
+    let mut invocation = script.prepare_invoke();
+    for group in &groups {
+        invocation.key(format!("{prefix}{}", group.client));
+        invocation
+            .arg(group.period)
+            .arg(group.tolerance)
+            .arg(group.count);
     }
     let reply = tokio::time::timeout_at(
         deadline.into(),
@@ -144,20 +173,45 @@ async fn call(
     .await
     .map_err(|_| TIMED_OUT.to_owned())?
     .map_err(|error| error.to_string())?;
-    if reply.len() != 2 * batch.len() {
+    if reply.len() != 2 * groups.len() {
         return Err(format!(
-            "the script answered {} numbers for {} decisions",
+            "the script answered {} numbers for {} groups",
             reply.len(),
-            batch.len()
+            groups.len()
         ));
     }
-    Ok(reply
+    let decided: Vec<(u64, u64)> = reply
         .chunks_exact(2)
-        .map(|pair| Spent {
-            allowed: pair[0] == 1,
-            until_full: Duration::from_micros(u64::try_from(pair[1]).unwrap_or(0)),
+        .map(|pair| (non_negative(pair[0]), non_negative(pair[1])))
+        .collect();
+    Ok(places
+        .into_iter()
+        .map(|(group, place)| {
+            let (start, allowed) = decided[group];
+            let period = groups[group].period;
+            // As separate calls would have answered: allowed while the
+            // group's allowed ones last, each a period further from full.
+            let owed = (place + 1).min(allowed);
+            Spent {
+                allowed: place < allowed,
+                until_full: Duration::from_micros(
+                    start.saturating_add(owed.saturating_mul(period)),
+                ),
+            }
         })
         .collect())
+}
+
+/// One client's decisions under one policy, sent as one key.
+struct Group {
+    client: IpAddr,
+    period: u64,
+    tolerance: u64,
+    count: u64,
+}
+
+fn non_negative(number: i64) -> u64 {
+    u64::try_from(number).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -172,9 +226,9 @@ mod tests {
 
     const SECOND: u64 = 1_000_000;
 
-    fn decision(key: &str, limit: u64) -> Decision {
+    fn decision(client: IpAddr, limit: u64) -> Decision {
         Decision {
-            key: key.to_owned(),
+            client,
             period: SECOND,
             tolerance: (limit - 1) * SECOND,
             deadline: Instant::now() + Duration::from_secs(5),
@@ -183,8 +237,8 @@ mod tests {
 
     #[tokio::test]
     async fn one_call_decides_each_decision_of_a_key_that_comes_many_times_in_order_c9() {
-        let client = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
-        let mut connection = ConnectionManager::new(client)
+        let redis = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
+        let mut connection = ConnectionManager::new(redis)
             .await
             .expect("Redis must answer on 127.0.0.1:6379");
         let nanos = SystemTime::now()
@@ -192,19 +246,19 @@ mod tests {
             .unwrap()
             .as_nanos();
         let prefix = format!("items-service-unit-test:{}:{nanos}:", std::process::id());
-        let keys = [
-            format!("{prefix}203.0.113.1"),
-            format!("{prefix}203.0.113.2"),
+        let clients = [
+            IpAddr::from([203, 0, 113, 1]),
+            IpAddr::from([203, 0, 113, 2]),
         ];
         let limit = 4;
 
-        // Twenty decisions, the two keys alternating, all queued before the
+        // Twenty decisions, the two clients alternating, all queued before the
         // lane takes them: one batch, one script call.
         let (queue, mut batches) = batch::queue::<Decision, Answer>(64);
         let callers: Vec<_> = (0..20)
             .map(|n| {
                 let queue = queue.clone();
-                let decision = decision(&keys[n % 2], limit);
+                let decision = decision(clients[n % 2], limit);
                 tokio::spawn(async move { queue.submit(decision).await })
             })
             .collect();
@@ -213,25 +267,27 @@ mod tests {
         }
         let batch = batches.next().await.unwrap();
         assert_eq!(batch.len(), 20);
-        let order: Vec<String> = batch.work().map(|decision| decision.key.clone()).collect();
+        let order: Vec<IpAddr> = batch.work().map(|decision| decision.client).collect();
         let script = Script::new(include_str!("gcra.lua"));
-        let spent = call(&mut connection, &script, &batch).await.unwrap();
+        let spent = call(&mut connection, &script, &prefix, &batch)
+            .await
+            .unwrap();
         batch.answer(spent.iter().copied().map(Ok));
 
         // Per key, in queue order: the budget's `limit` requests pass, each
         // a period further from full (one clock reading for the batch), and
         // the rest are refused with the budget `limit` periods from full.
-        for key in &keys {
+        for client in &clients {
             let decided: Vec<(bool, u64)> = order
                 .iter()
                 .zip(&spent)
-                .filter(|(of, _)| *of == key)
+                .filter(|(of, _)| *of == client)
                 .map(|(_, spent)| (spent.allowed, micros(spent.until_full)))
                 .collect();
             let expected: Vec<(bool, u64)> = (1..=10)
                 .map(|n| (n <= limit, n.min(limit) * SECOND))
                 .collect();
-            assert_eq!(decided, expected, "{key}");
+            assert_eq!(decided, expected, "{client}");
         }
         for caller in callers {
             assert!(caller.await.unwrap().is_ok(), "every caller got its answer");

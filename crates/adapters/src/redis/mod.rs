@@ -99,7 +99,13 @@ impl RedisRateLimitStore {
             .enable_all()
             .build()?;
         let lanes = runtime.handle().clone();
-        let run = coalesce::run_lanes(LANES, batches, connection.clone(), Arc::clone(&health));
+        let run = coalesce::run_lanes(
+            LANES,
+            batches,
+            connection.clone(),
+            prefix.to_owned(),
+            Arc::clone(&health),
+        );
         // The thread ends once the store is dropped: its queue closes, the
         // lanes return, and the runtime goes with whatever it still held.
         std::thread::Builder::new()
@@ -142,7 +148,7 @@ impl RateLimitStore for RedisRateLimitStore {
             ));
         }
         let decision = Decision {
-            key: format!("{}{client}", self.prefix),
+            client,
             period: micros(gcra.period()),
             tolerance: micros(gcra.tolerance()),
             deadline: asked + Self::TIMEOUT,
