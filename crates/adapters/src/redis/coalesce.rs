@@ -8,7 +8,8 @@
 //! at once, and under load a batch is exactly what arrived during one round
 //! trip. A batch is sent as one group per client (and policy): the key once
 //! and how many decisions it holds, so a busy client's fifty decisions cost
-//! one key and two numbers each way, not fifty. The script takes a group's
+//! one key and three numbers out and two numbers back, not fifty of each
+//! (and Redis one `GET` and one `SET`). The script takes a group's
 //! decisions one after the other, as separate calls would have been; all of
 //! a batch see one reading of the server's clock.
 //!
