@@ -39,24 +39,6 @@ async fn assert_created_not_replayed(what: &str, response: Response, body: &Valu
     created
 }
 
-/// Rows of `table` whose `column` is `value`, read straight from the
-/// database: names are `bytea`, keys `text`.
-async fn rows_where<T>(database: &ScratchDatabase, table: &str, column: &str, value: T) -> i64
-where
-    T: for<'q> sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send,
-{
-    let mut connection = PgConnection::connect_with(&database.options())
-        .await
-        .unwrap();
-    let count = sqlx::query_scalar(&format!("select count(*) from {table} where {column} = $1"))
-        .bind(value)
-        .fetch_one(&mut connection)
-        .await
-        .unwrap();
-    connection.close().await.unwrap();
-    count
-}
-
 /// One keyed create of `path` (`/items` on `table` `items`, or
 /// `/products`) caught by a frozen server while its insert waits for a lock
 /// taken outside the proxy: answered 503, never stored, and its key left
@@ -84,14 +66,7 @@ async fn cut_in_flight(
     let response = post_keyed(client, path, &format!("warm-up:{path}"), &warm_up).await;
     assert_eq!(response.status(), 201, "warm-up of {path}");
 
-    let mut holder = PgConnection::connect_with(&database.options())
-        .await
-        .unwrap();
-    holder.execute("begin").await.unwrap();
-    holder
-        .execute(format!("lock table {table} in access exclusive mode").as_str())
-        .await
-        .unwrap();
+    let mut holder = lock_table(database, table).await;
     let key = format!("in-flight:{path}");
     let what = format!("keyed POST {path} in flight");
     let in_flight = timed(&what, post_keyed(client, path, &key, body));
@@ -134,16 +109,9 @@ async fn cut_in_flight(
 #[tokio::test]
 async fn a_keyed_create_cut_by_a_frozen_postgres_is_never_committed_and_its_retry_creates_c7_c12() {
     let database = ScratchDatabase::create(&test_database_url()).await.unwrap();
-    let proxy = TcpProxy::start(postgres_address().await).await;
+    let proxy = TcpProxy::start(test_server_address().await).await;
     let url = through(&database, proxy.port());
-    let service = Service::start(&[
-        ("DATABASE_URL", url.as_str()),
-        ("DATABASE_POOL_SIZE", "1"),
-        ("DATABASE_STATEMENT_TIMEOUT_MS", BUDGET_MS),
-        ("RATE_LIMIT_MAX", "0"),
-    ])
-    .await;
-    service.client.create_item("kept").await;
+    let service = start_with_kept_item(&url, &[("DATABASE_POOL_SIZE", "1")]).await;
 
     let item = json!({"name": "keyed in flight"});
     cut_in_flight(&service, &database, &proxy, ("/items", "items"), &item).await;
@@ -177,15 +145,8 @@ async fn a_keyed_create_cut_by_a_frozen_postgres_is_never_committed_and_its_retr
 #[tokio::test]
 async fn a_keyed_create_past_its_budget_behind_the_sqlite_write_lock_is_never_applied_c7_c12() {
     let directory = tempfile::tempdir().unwrap();
-    let file = directory.path().join("items.db");
-    let url = format!("sqlite://{}", file.display());
-    let service = Service::start(&[
-        ("DATABASE_URL", url.as_str()),
-        ("DATABASE_STATEMENT_TIMEOUT_MS", BUDGET_MS),
-        ("RATE_LIMIT_MAX", "0"),
-    ])
-    .await;
-    service.client.create_item("kept").await;
+    let url = sqlite_url(&directory);
+    let service = start_with_kept_item(&url, &[]).await;
 
     let mut holder = SqliteConnection::connect(&url).await.unwrap();
     holder.execute("BEGIN IMMEDIATE").await.unwrap();
