@@ -150,9 +150,23 @@ async fn start_with_kept_item(url: &str, more: &[(&str, &str)]) -> Service {
     service
 }
 
-/// The `sqlite://` URL of a fresh file in `directory`.
-fn sqlite_url(directory: &tempfile::TempDir) -> String {
-    format!("sqlite://{}", directory.path().join("items.db").display())
+/// The service on a fresh SQLite file in `directory`, [`start_with_kept_item`],
+/// and another process's connection holding the file's write lock until it
+/// runs `ROLLBACK`.
+async fn sqlite_behind_a_lock(directory: &tempfile::TempDir) -> (Service, SqliteConnection) {
+    let url = format!("sqlite://{}", directory.path().join("items.db").display());
+    let service = start_with_kept_item(&url, &[]).await;
+    let mut holder = SqliteConnection::connect(&url).await.unwrap();
+    holder.execute("BEGIN IMMEDIATE").await.unwrap();
+    (service, holder)
+}
+
+/// Sends `request` half a budget from now, queued behind what was sent
+/// before, so it waits for the writer as well as for the lock: still one
+/// budget in all; [`timed`].
+async fn queued(what: &str, request: impl Future<Output = Response>) -> (Response, Duration) {
+    tokio::time::sleep(BUDGET / 2).await;
+    timed(what, request).await
 }
 
 /// Waits (at most 5 s) until `sessions` sessions of `database` wait for a
@@ -265,26 +279,16 @@ async fn a_lock_held_elsewhere_on_postgres_gets_503_within_the_budget_and_writes
 async fn another_process_holding_the_sqlite_write_lock_gets_503_within_the_budget_and_nothing_stored_c12()
  {
     let directory = tempfile::tempdir().unwrap();
-    let url = sqlite_url(&directory);
-    let service = start_with_kept_item(&url, &[]).await;
-
-    let mut holder = SqliteConnection::connect(&url).await.unwrap();
-    holder.execute("BEGIN IMMEDIATE").await.unwrap();
+    let (service, mut holder) = sqlite_behind_a_lock(&directory).await;
     let client = &service.client;
     let behind_the_lock = json!({"name": "behind the lock"});
-    let queued = json!({"name": "queued"});
+    let queued_body = json!({"name": "queued"});
     let (answers, late) = tokio::join!(
         post_and_put(client, "behind the lock", &behind_the_lock),
-        // Queued behind the first, so it waits for the writer as well as
-        // for the lock: still one budget in all.
-        async {
-            tokio::time::sleep(BUDGET / 2).await;
-            timed(
-                "POST queued behind the lock",
-                client.post_json("/items", &queued),
-            )
-            .await
-        },
+        queued(
+            "POST queued behind the lock",
+            client.post_json("/items", &queued_body)
+        ),
     );
     assert_all_over_budget(answers).await;
     assert_over_budget("POST queued behind the lock", late).await;

@@ -145,11 +145,7 @@ async fn a_keyed_create_cut_by_a_frozen_postgres_is_never_committed_and_its_retr
 #[tokio::test]
 async fn a_keyed_create_past_its_budget_behind_the_sqlite_write_lock_is_never_applied_c7_c12() {
     let directory = tempfile::tempdir().unwrap();
-    let url = sqlite_url(&directory);
-    let service = start_with_kept_item(&url, &[]).await;
-
-    let mut holder = SqliteConnection::connect(&url).await.unwrap();
-    holder.execute("BEGIN IMMEDIATE").await.unwrap();
+    let (service, mut holder) = sqlite_behind_a_lock(&directory).await;
     let client = &service.client;
     let item = json!({"name": "keyed behind the lock"});
     let product = json!({"name": "keyed product behind the lock", "price": 3});
@@ -158,16 +154,10 @@ async fn a_keyed_create_past_its_budget_behind_the_sqlite_write_lock_is_never_ap
             "keyed POST /items behind the lock",
             post_keyed(client, "/items", "item-behind-the-lock", &item)
         ),
-        // Queued behind the first, so it waits for the writer as well as
-        // for the lock: still one budget in all.
-        async {
-            tokio::time::sleep(BUDGET / 2).await;
-            timed(
-                "keyed POST /products queued behind the lock",
-                post_keyed(client, "/products", "product-behind-the-lock", &product),
-            )
-            .await
-        },
+        queued(
+            "keyed POST /products queued behind the lock",
+            post_keyed(client, "/products", "product-behind-the-lock", &product),
+        ),
     );
     assert_over_budget("keyed POST /items behind the lock", posted_item).await;
     assert_over_budget(
