@@ -1,23 +1,14 @@
 //! `POST /profile` and `POST /photos/upload`: contract C4, C5, C6.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use items_adapters::http::{HttpSettings, UploadLimits};
+use items_testkit::files::listing;
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
 use items_testkit::http::*;
-
-fn listing(directory: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
 
 fn file(name: &str, bytes: Vec<u8>) -> Part {
     Part::bytes(bytes)

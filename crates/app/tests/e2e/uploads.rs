@@ -2,24 +2,15 @@
 //! connection still writes its request line, and `UPLOADS_MAX_BYTES` holds
 //! over files stored before the start, with its gauges on `/metrics`.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use items_adapters::http::CLIENT_CLOSED;
+use items_testkit::files::listing;
 use reqwest::multipart::{Form, Part};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::helpers::*;
-
-fn listing(directory: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
 
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
