@@ -51,6 +51,15 @@ impl Client {
         self.send(self.request(Method::PUT, path).json(body)).await
     }
 
+    /// POST with a JSON body under `Idempotency-Key: key` (C7).
+    pub async fn post_keyed(&self, path: &str, key: &str, body: &Value) -> Response {
+        let request = self
+            .request(Method::POST, path)
+            .header("idempotency-key", key)
+            .json(body);
+        self.send(request).await
+    }
+
     /// POST of raw bytes with the given content type.
     pub async fn post_raw(
         &self,

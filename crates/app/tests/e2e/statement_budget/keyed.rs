@@ -5,26 +5,10 @@
 //! claimed), so the key stays free and the client's retry with it creates
 //! the row, once.
 
-use reqwest::{Method, Response};
+use reqwest::Response;
 use serde_json::{Value, json};
 
 use super::*;
-
-/// POST of `body` to `path` under the idempotency `key`.
-async fn post_keyed(
-    client: &items_testkit::http::Client,
-    path: &str,
-    key: &str,
-    body: &Value,
-) -> Response {
-    client
-        .request(Method::POST, path)
-        .header("idempotency-key", key)
-        .json(body)
-        .send()
-        .await
-        .unwrap()
-}
 
 /// The retry of a keyed create whose first attempt got 503: a `201` that is
 /// not a replay (nothing was stored under the key), with `body`'s values.
@@ -63,13 +47,15 @@ async fn cut_in_flight(
     let client = &service.client;
     let mut warm_up = body.clone();
     warm_up["name"] = json!(format!("warm-up of {path}"));
-    let response = post_keyed(client, path, &format!("warm-up:{path}"), &warm_up).await;
+    let response = client
+        .post_keyed(path, &format!("warm-up:{path}"), &warm_up)
+        .await;
     assert_eq!(response.status(), 201, "warm-up of {path}");
 
     let mut holder = lock_table(database, table).await;
     let key = format!("in-flight:{path}");
     let what = format!("keyed POST {path} in flight");
-    let in_flight = timed(&what, post_keyed(client, path, &key, body));
+    let in_flight = timed(&what, client.post_keyed(path, &key, body));
     let freeze = async {
         let waiting = wait_for_lock_waiters(database, 1).await;
         proxy.freeze();
@@ -94,9 +80,9 @@ async fn cut_in_flight(
     assert_eq!(rows_where(database, &keys, "key", key.as_str()).await, 0);
 
     // The key is free: the retry creates, once.
-    let retried = post_keyed(client, path, &key, body).await;
+    let retried = client.post_keyed(path, &key, body).await;
     assert_created_not_replayed(&what, retried, body).await;
-    let replayed = post_keyed(client, path, &key, body).await;
+    let replayed = client.post_keyed(path, &key, body).await;
     assert_eq!(replayed.status(), 201);
     assert_eq!(header(&replayed, "idempotent-replayed"), "true");
     assert_eq!(
@@ -130,13 +116,16 @@ async fn a_keyed_create_cut_by_a_frozen_postgres_is_never_committed_and_its_retr
     let frozen = json!({"name": "keyed while frozen"});
     let posted = timed(
         "keyed POST /items while frozen",
-        post_keyed(&service.client, "/items", "while-frozen", &frozen),
+        service.client.post_keyed("/items", "while-frozen", &frozen),
     )
     .await;
     assert_over_budget("keyed POST /items while frozen", posted).await;
     proxy.thaw();
     recovered(&service).await;
-    let retried = post_keyed(&service.client, "/items", "while-frozen", &frozen).await;
+    let retried = service
+        .client
+        .post_keyed("/items", "while-frozen", &frozen)
+        .await;
     assert_created_not_replayed("keyed POST /items after the thaw", retried, &frozen).await;
     drop(service);
     database.drop().await;
@@ -152,11 +141,11 @@ async fn a_keyed_create_past_its_budget_behind_the_sqlite_write_lock_is_never_ap
     let (posted_item, posted_product) = tokio::join!(
         timed(
             "keyed POST /items behind the lock",
-            post_keyed(client, "/items", "item-behind-the-lock", &item)
+            client.post_keyed("/items", "item-behind-the-lock", &item)
         ),
         queued(
             "keyed POST /products queued behind the lock",
-            post_keyed(client, "/products", "product-behind-the-lock", &product),
+            client.post_keyed("/products", "product-behind-the-lock", &product),
         ),
     );
     assert_over_budget("keyed POST /items behind the lock", posted_item).await;
@@ -174,12 +163,18 @@ async fn a_keyed_create_past_its_budget_behind_the_sqlite_write_lock_is_never_ap
     assert_eq!(products, Vec::<Value>::new());
 
     // Nothing was stored under the keys: each retry creates, once.
-    let retried = post_keyed(client, "/items", "item-behind-the-lock", &item).await;
+    let retried = client
+        .post_keyed("/items", "item-behind-the-lock", &item)
+        .await;
     let created = assert_created_not_replayed("retried item", retried, &item).await;
     assert_eq!(created["id"], 2);
-    let retried = post_keyed(client, "/products", "product-behind-the-lock", &product).await;
+    let retried = client
+        .post_keyed("/products", "product-behind-the-lock", &product)
+        .await;
     assert_created_not_replayed("retried product", retried, &product).await;
-    let replayed = post_keyed(client, "/products", "product-behind-the-lock", &product).await;
+    let replayed = client
+        .post_keyed("/products", "product-behind-the-lock", &product)
+        .await;
     assert_eq!(header(&replayed, "idempotent-replayed"), "true");
     holder.close().await.unwrap();
 }
