@@ -89,6 +89,32 @@ impl Client {
         response.json().await.expect("created item is JSON")
     }
 
+    /// A raw connection that has sent the head of a `POST /profile`
+    /// announcing an avatar of 1 MB, then its first `sent` bytes: an upload
+    /// under way, for a test to cut (C5).
+    pub async fn start_a_raw_avatar_upload(&self, sent: usize) -> tokio::net::TcpStream {
+        use tokio::io::AsyncWriteExt as _;
+
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .expect("the service accepts a connection");
+        let part_head =
+            "--XYZ\r\nContent-Disposition: form-data; name=\"avatar\"; filename=\"a.png\"\r\n\r\n";
+        let head = format!(
+            "POST /profile HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; boundary=XYZ\r\nContent-Length: {}\r\n\r\n{part_head}",
+            part_head.len() + 1_000_000
+        );
+        stream
+            .write_all(head.as_bytes())
+            .await
+            .expect("the head is sent");
+        stream
+            .write_all(&vec![9u8; sent])
+            .await
+            .expect("the first bytes are sent");
+        stream
+    }
+
     async fn send(&self, request: RequestBuilder) -> Response {
         request.send().await.expect("the service answers")
     }
