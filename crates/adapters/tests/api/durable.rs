@@ -95,15 +95,7 @@ pub async fn concurrent_creates_get_distinct_ids(app: &TestApp) {
     }
 
     assert_eq!(ids.len(), 300);
-    assert_eq!(
-        app.get("/items")
-            .await
-            .json::<Vec<Value>>()
-            .await
-            .unwrap()
-            .len(),
-        300
-    );
+    assert_eq!(app.list("/items").await.len(), 300);
 }
 
 /// The first answers of two keyed creates, to compare their repeats with.
@@ -162,18 +154,8 @@ pub async fn keyed_creates_are_replayed(second: &TestApp, originals: &KeyedOrigi
         .await;
     assert_problem(other, 422).await;
 
-    let items = second
-        .get("/items")
-        .await
-        .json::<Vec<Value>>()
-        .await
-        .unwrap();
+    let items = second.list("/items").await;
     assert_eq!(items.len(), 1, "C7: replays create nothing");
-    let products = second
-        .get("/products")
-        .await
-        .json::<Vec<Value>>()
-        .await
-        .unwrap();
+    let products = second.list("/products").await;
     assert_eq!(products.len(), 1, "C7: replays create nothing");
 }

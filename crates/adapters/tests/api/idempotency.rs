@@ -17,18 +17,13 @@ use items_domain::{
 use items_testkit::Repositories;
 use reqwest::Method;
 use reqwest::header::HeaderValue;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::Notify;
 
 use items_testkit::http::*;
 
 async fn count(app: &TestApp, path: &str) -> usize {
-    app.get(path)
-        .await
-        .json::<Vec<Value>>()
-        .await
-        .unwrap()
-        .len()
+    app.list(path).await.len()
 }
 
 #[tokio::test]

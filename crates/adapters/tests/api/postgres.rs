@@ -91,12 +91,7 @@ async fn concurrent_keyed_creates_on_two_instances_make_one_item_over_postgres_c
         1,
         "C7: every 201 names the same item: {created:?}"
     );
-    let items = other
-        .get("/items")
-        .await
-        .json::<Vec<Value>>()
-        .await
-        .unwrap();
+    let items = other.list("/items").await;
     assert_eq!(items.len(), 1, "C7: one item for one key");
     drop(other);
     store.close().await;

@@ -298,7 +298,7 @@ async fn another_process_holding_the_sqlite_write_lock_gets_503_within_the_budge
     holder.execute("ROLLBACK").await.unwrap();
     holder.close().await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let listed: Vec<Value> = service.client.get("/items").await.json().await.unwrap();
+    let listed = service.client.list("/items").await;
     assert_eq!(listed, [json!({"id": 1, "name": "kept"})]);
     let created = service.client.create_item("after the lock").await;
     assert_eq!(created["name"], "after the lock");

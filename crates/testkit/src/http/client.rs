@@ -41,6 +41,15 @@ impl Client {
         self.send(self.request(Method::DELETE, path)).await
     }
 
+    /// The rows a `GET` of a collection (`/items`, `/products`) lists.
+    pub async fn list(&self, path: &str) -> Vec<Value> {
+        self.get(path)
+            .await
+            .json()
+            .await
+            .expect("a listing is a JSON array")
+    }
+
     /// POST with a JSON body and `Content-Type: application/json`.
     pub async fn post_json(&self, path: &str, body: &Value) -> Response {
         self.send(self.request(Method::POST, path).json(body)).await

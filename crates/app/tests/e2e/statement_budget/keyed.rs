@@ -157,9 +157,9 @@ async fn a_keyed_create_past_its_budget_behind_the_sqlite_write_lock_is_never_ap
 
     holder.execute("ROLLBACK").await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let items: Vec<Value> = client.get("/items").await.json().await.unwrap();
+    let items = client.list("/items").await;
     assert_eq!(items, [json!({"id": 1, "name": "kept"})]);
-    let products: Vec<Value> = client.get("/products").await.json().await.unwrap();
+    let products = client.list("/products").await;
     assert_eq!(products, Vec::<Value>::new());
 
     // Nothing was stored under the keys: each retry creates, once.
