@@ -82,14 +82,14 @@ async fn assert_first_and_late_refused<A, B>(
     tokio::time::sleep(BUDGET / 2).await;
     let late = tokio::spawn(late);
     tokio::time::sleep(BUDGET * 5 / 4).await;
-    lock.execute("COMMIT").await.unwrap();
+    lock.execute("COMMIT").await.expect("the lock is let go");
 
-    let first = first.await.unwrap();
+    let first = first.await.expect("the first write's task ends");
     assert!(
         matches!(first, Err(RepositoryError::Unavailable(_))),
         "{first:?}"
     );
-    let late = late.await.unwrap();
+    let late = late.await.expect("the late write's task ends");
     let Err(RepositoryError::Unavailable(cause)) = late else {
         panic!("a write past its budget must be refused: {late:?}");
     };
