@@ -196,6 +196,52 @@ async fn concurrent_creates_share_commits_and_each_gets_its_own_id_c2_c12() {
     file.teardown().await;
 }
 
+/// A batch's creates are one multi-row insert: each caller must get the id
+/// its name was stored under, also when another process wrote (and deleted)
+/// an item with an id far above the store's own, which is never handed out
+/// again (C2, C12).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_creates_after_a_foreign_high_id_gets_the_ids_its_names_are_stored_under_c2_c12()
+{
+    const CREATES: usize = 20;
+    let file = SqliteFile::create().await;
+    file.store.items().create(name("own")).await.unwrap();
+    let mut lock = hold_write_lock(&file.path()).await;
+    lock.execute("insert into items (id, name) values (1000, x'666f726569676e')")
+        .await
+        .unwrap();
+    lock.execute("delete from items where id = 1000")
+        .await
+        .unwrap();
+
+    let creates: Vec<_> = (0..CREATES)
+        .map(|n| spawn_create(&file.store, &format!("n{n}")))
+        .collect();
+    until_queued(&file.store, CREATES / 2).await;
+    lock.execute("COMMIT").await.unwrap();
+    let mut ids = std::collections::BTreeSet::new();
+    for create in creates {
+        let item = create.await.unwrap().unwrap();
+        let stored = file.store.items().get(item.id).await.unwrap();
+        assert_eq!(
+            stored.as_ref(),
+            Some(&item),
+            "id {} answered",
+            item.id.get()
+        );
+        ids.insert(item.id.get());
+    }
+
+    assert_eq!(
+        ids,
+        (1001..=1000 + CREATES as i64).collect(),
+        "never 1000 again"
+    );
+    let page = file.store.items().list(&Default::default()).await.unwrap();
+    assert_eq!(page.total, CREATES as u64 + 1);
+    file.teardown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_with_a_failing_write_stores_none_of_it_and_answers_each_unavailable_c12() {
     let file = SqliteFile::create().await;
