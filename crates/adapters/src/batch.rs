@@ -11,6 +11,13 @@
 //! write commits at once, and under load a batch is exactly what arrived
 //! during one commit, so batching adds no latency of its own.
 //!
+//! The same queue serves a store with a pool instead of one writer (the
+//! PostgreSQL adapter's coalesced reads and creates, `postgres/coalesce`):
+//! callers [`Queue::enqueue`] and then wait on their [`Answer`], and whichever
+//! task gets a connection takes what is queued with [`Batches::try_next`],
+//! dropping first the requests whose callers gave up
+//! ([`Batch::drop_abandoned`]).
+//!
 //! This module knows nothing of any database: the work `W` and the reply `R`
 //! are the store's own types. The store decides what a failed commit means
 //! for each request (the SQLite store answers every request of a failed
@@ -32,6 +39,10 @@
 //! assert_eq!(queue.submit(7).await, Ok(707));
 //! # }
 //! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -76,9 +87,20 @@ impl<W, R> Queue<W, R> {
     /// [`Stopped`] when the writer stopped before answering (the work was
     /// then either never taken or its batch was dropped unanswered).
     pub async fn submit(&self, work: W) -> Result<R, Stopped> {
+        self.enqueue(work).await?.await
+    }
+
+    /// Queues `work` (waiting for room) and returns the answer to wait for,
+    /// so the caller can make sure someone will take it before it waits.
+    /// Dropping the [`Answer`] before the batch holding the work was taken
+    /// marks the work abandoned (see [`Batch::drop_abandoned`]).
+    ///
+    /// # Errors
+    /// [`Stopped`] when the writer's end is gone or refuses new requests.
+    pub async fn enqueue(&self, work: W) -> Result<Answer<R>, Stopped> {
         let (reply, answer) = oneshot::channel();
         self.sender.send((work, reply)).await.map_err(|_| Stopped)?;
-        answer.await.map_err(|_| Stopped)
+        Ok(Answer(answer))
     }
 
     /// Whether the writer's end is gone or refuses new requests.
@@ -89,6 +111,21 @@ impl<W, R> Queue<W, R> {
     /// How many requests wait for the writer now.
     pub fn queued(&self) -> usize {
         self.sender.max_capacity() - self.sender.capacity()
+    }
+}
+
+/// The answer to one queued request: resolves once its batch was answered,
+/// or to [`Stopped`] if the request was dropped unanswered.
+#[derive(Debug)]
+pub struct Answer<R>(oneshot::Receiver<R>);
+
+impl<R> Future for Answer<R> {
+    type Output = Result<R, Stopped>;
+
+    fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0)
+            .poll(context)
+            .map(|answer| answer.map_err(|_| Stopped))
     }
 }
 
@@ -104,6 +141,23 @@ impl<W, R> Batches<W, R> {
     /// queued; `None` once the queue is closed and empty.
     pub async fn next(&mut self) -> Option<Batch<W, R>> {
         let first = self.receiver.recv().await?;
+        Some(self.with_queued(first))
+    }
+
+    /// Takes every request queued now, without waiting: `None` when there
+    /// is none.
+    pub fn try_next(&mut self) -> Option<Batch<W, R>> {
+        let first = self.receiver.try_recv().ok()?;
+        Some(self.with_queued(first))
+    }
+
+    /// How many requests are queued now.
+    pub fn queued(&self) -> usize {
+        self.receiver.len()
+    }
+
+    /// `first` and every request queued behind it, up to the capacity.
+    fn with_queued(&mut self, first: Request<W, R>) -> Batch<W, R> {
         let mut requests = Vec::with_capacity(self.receiver.len() + 1);
         requests.push(first);
         // At most one queue's worth, so a batch stays bounded even while
@@ -114,7 +168,7 @@ impl<W, R> Batches<W, R> {
                 Err(_) => break,
             }
         }
-        Some(Batch { requests })
+        Batch { requests }
     }
 
     /// Refuses new requests; those already queued are still handed out by
@@ -133,14 +187,27 @@ pub struct Batch<W, R> {
 }
 
 impl<W, R> Batch<W, R> {
-    /// How many requests the batch holds (never zero).
+    /// How many requests the batch holds (never zero, unless
+    /// [`Batch::drop_abandoned`] dropped them all).
     pub fn len(&self) -> usize {
         self.requests.len()
     }
 
-    /// Always false: a batch starts with the request it was waited for.
+    /// False unless [`Batch::drop_abandoned`] dropped every request: a
+    /// batch starts with the request it was taken for.
     pub fn is_empty(&self) -> bool {
         self.requests.is_empty()
+    }
+
+    /// Drops the requests whose callers stopped waiting (their [`Answer`]
+    /// or `submit` future was dropped, e.g. by a timeout), so their work is
+    /// not done after they left; returns how many. A caller that leaves
+    /// after this still has its work done, as a caller that leaves during
+    /// a single statement does.
+    pub fn drop_abandoned(&mut self) -> usize {
+        let before = self.requests.len();
+        self.requests.retain(|(_, reply)| !reply.is_closed());
+        before - self.requests.len()
     }
 
     /// The work of each request, in the order it was queued.
@@ -220,6 +287,22 @@ mod tests {
         for caller in callers {
             assert_eq!(caller.await.unwrap(), Ok(()));
         }
+    }
+
+    #[tokio::test]
+    async fn a_request_whose_caller_left_is_dropped_before_its_work_is_done() {
+        let (queue, mut batches) = queue::<u32, u32>(4);
+        let kept = queue.enqueue(1).await.unwrap();
+        let left = queue.enqueue(2).await.unwrap();
+        drop(left);
+        assert!(batches.try_next().is_some_and(|mut batch| {
+            let dropped = batch.drop_abandoned();
+            let work: Vec<u32> = batch.work().copied().collect();
+            batch.answer_each(|n| n * 10);
+            dropped == 1 && work == [1]
+        }));
+        assert_eq!(kept.await, Ok(10));
+        assert!(batches.try_next().is_none(), "nothing is left queued");
     }
 
     #[tokio::test]

@@ -9,18 +9,31 @@ use items_domain::{
     RepositoryError,
 };
 
+use super::coalesce::{Coalescer, ItemCreates, ItemReads};
 use super::pool::{Lease, Pool, lease};
 use crate::stored_rows::{stored_item, stored_items};
 
-/// Items in the `items` table.
+/// Items in the `items` table. Point reads and creates go through the
+/// store's coalescing queues (`coalesce`): alone when a connection is free,
+/// else batched with the others waiting.
 #[derive(Debug, Clone)]
 pub struct PostgresItemRepository {
     pool: Pool,
+    reads: Coalescer<ItemReads>,
+    creates: Coalescer<ItemCreates>,
 }
 
 impl PostgresItemRepository {
-    pub(super) fn new(pool: Pool) -> Self {
-        Self { pool }
+    pub(super) fn new(
+        pool: Pool,
+        reads: Coalescer<ItemReads>,
+        creates: Coalescer<ItemCreates>,
+    ) -> Self {
+        Self {
+            pool,
+            reads,
+            creates,
+        }
     }
 }
 
@@ -172,27 +185,18 @@ impl ItemRepository for PostgresItemRepository {
         })
     }
 
+    /// Coalesced (`coalesce::reads`): also the read a conditional request
+    /// or a `PUT` makes through the use cases.
     async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {
-        let row: Option<(i64, Vec<u8>)> = lease(&self.pool)
-            .await?
-            .run(|connection| {
-                sqlx::query_as("select id, name from items where id = $1")
-                    .bind(id.get())
-                    .fetch_optional(connection)
-            })
-            .await?;
+        let row = self.reads.call(id.get()).await?;
         row.map(stored_item).transpose()
     }
 
+    /// Group-committed (`coalesce::creates`). A create that must take the
+    /// single-statement path (one carrying an idempotency key) calls
+    /// `ItemCreates::one` on its own lease instead.
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
-        let id: i64 = lease(&self.pool)
-            .await?
-            .run(|connection| {
-                sqlx::query_scalar("insert into items (name) values ($1) returning id")
-                    .bind(name.as_str().as_bytes())
-                    .fetch_one(connection)
-            })
-            .await?;
+        let id = self.creates.call(name.clone()).await?;
         Ok(Item {
             id: Id::new(id),
             name,

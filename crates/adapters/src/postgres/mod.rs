@@ -6,6 +6,7 @@
 //! [`RepositoryError::Unavailable`]: the HTTP adapter answers 503 and logs the
 //! cause, and the pool reconnects by itself once the database is back.
 
+mod coalesce;
 mod items;
 mod pool;
 mod products;
@@ -21,8 +22,13 @@ use items_domain::{DependencyDown, HealthCheck, Repositories, RepositoryError};
 use sqlx::Connection as _;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
+use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
 use pool::Pool;
 
+pub use coalesce::{
+    CoalescingStats, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS,
+    describe_metrics,
+};
 pub use items::PostgresItemRepository;
 pub use products::PostgresProductRepository;
 pub use transfer::{BeginError, PostgresSink, PostgresSnapshot};
@@ -69,10 +75,16 @@ pub enum ConnectError {
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
 
-/// A pool of connections to one database, from which the repositories are made.
+/// A pool of connections to one database, from which the repositories are
+/// made, and the queues in which their point reads and creates coalesce
+/// while every connection is busy (`coalesce`): one per store, so every
+/// repository made from it feeds the same batches.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    item_reads: Coalescer<ItemReads>,
+    item_creates: Coalescer<ItemCreates>,
+    product_creates: Coalescer<ProductCreates>,
 }
 
 impl PostgresStore {
@@ -122,7 +134,12 @@ impl PostgresStore {
             .max_size(pool_size as usize)
             .build()
             .expect("a pool without timeouts needs no runtime");
-        Ok(Self { pool })
+        Ok(Self {
+            item_reads: Coalescer::new(pool.clone()),
+            item_creates: Coalescer::new(pool.clone()),
+            product_creates: Coalescer::new(pool.clone()),
+            pool,
+        })
     }
 
     /// [`PostgresStore::connect`] with options read from a `postgres://` URL.
@@ -140,11 +157,15 @@ impl PostgresStore {
     }
 
     pub fn items(&self) -> PostgresItemRepository {
-        PostgresItemRepository::new(self.pool.clone())
+        PostgresItemRepository::new(
+            self.pool.clone(),
+            self.item_reads.clone(),
+            self.item_creates.clone(),
+        )
     }
 
     pub fn products(&self) -> PostgresProductRepository {
-        PostgresProductRepository::new(self.pool.clone())
+        PostgresProductRepository::new(self.pool.clone(), self.product_creates.clone())
     }
 
     pub fn users(&self) -> PostgresUserRepository {
@@ -163,6 +184,17 @@ impl PostgresStore {
         metrics::gauge!(POOL_CONNECTIONS).set(status.size as f64);
         metrics::gauge!(POOL_IDLE_CONNECTIONS).set(status.available as f64);
         metrics::gauge!(POOL_MAX_CONNECTIONS).set(status.max_size as f64);
+    }
+
+    /// What the coalescing queues did so far: item reads, item creates,
+    /// product creates (for tests and benchmarks; `/metrics` has the
+    /// histogram [`REQUESTS_PER_STATEMENT`]).
+    pub fn coalescing_stats(&self) -> [CoalescingStats; 3] {
+        [
+            self.item_reads.stats(),
+            self.item_creates.stats(),
+            self.product_creates.stats(),
+        ]
     }
 
     /// Closes every connection (tests drop their database afterwards).

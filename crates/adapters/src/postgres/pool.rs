@@ -13,7 +13,9 @@
 
 use std::future::Future;
 
-use deadpool::managed::{self, Metrics, Object, RecycleError, RecycleResult};
+use deadpool::managed::{
+    self, Metrics, Object, PoolError, RecycleError, RecycleResult, TimeoutType, Timeouts,
+};
 use items_domain::RepositoryError;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection as _, Executor as _, PgConnection};
@@ -86,6 +88,25 @@ pub(super) struct Lease(Object<Manager>);
 pub(super) async fn lease(pool: &Pool) -> Result<Lease, RepositoryError> {
     match tokio::time::timeout(ACQUIRE_TIMEOUT, pool.get()).await {
         Ok(Ok(connection)) => Ok(Lease(connection)),
+        Ok(Err(error)) => Err(RepositoryError::unavailable(error)),
+        Err(_) => Err(unavailable(sqlx::Error::PoolTimedOut)),
+    }
+}
+
+/// A connection from `pool` if one is free now (idle, or not yet opened),
+/// else `None` at once: the coalesced operations queue only when every
+/// connection is busy. The pool's waiters are served first (tokio's
+/// semaphore hands a returned connection to the longest waiter), so this
+/// never overtakes a queued batch.
+pub(super) async fn try_lease(pool: &Pool) -> Result<Option<Lease>, RepositoryError> {
+    const NOW: Timeouts = Timeouts {
+        wait: Some(std::time::Duration::ZERO),
+        create: None,
+        recycle: None,
+    };
+    match tokio::time::timeout(ACQUIRE_TIMEOUT, pool.timeout_get(&NOW)).await {
+        Ok(Ok(connection)) => Ok(Some(Lease(connection))),
+        Ok(Err(PoolError::Timeout(TimeoutType::Wait))) => Ok(None),
         Ok(Err(error)) => Err(RepositoryError::unavailable(error)),
         Err(_) => Err(unavailable(sqlx::Error::PoolTimedOut)),
     }

@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use items_domain::{Id, Name, Price, Product, ProductRepository, RepositoryError};
 
+use super::coalesce::{Coalescer, ProductCreates};
 use super::pool::{Pool, lease};
 use crate::stored_rows::{ProductRow, stored_products};
 
@@ -11,11 +12,12 @@ use crate::stored_rows::{ProductRow, stored_products};
 #[derive(Debug, Clone)]
 pub struct PostgresProductRepository {
     pool: Pool,
+    creates: Coalescer<ProductCreates>,
 }
 
 impl PostgresProductRepository {
-    pub(super) fn new(pool: Pool) -> Self {
-        Self { pool }
+    pub(super) fn new(pool: Pool, creates: Coalescer<ProductCreates>) -> Self {
+        Self { pool, creates }
     }
 }
 
@@ -33,17 +35,8 @@ impl ProductRepository for PostgresProductRepository {
     }
 
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
-        let id: i64 = lease(&self.pool)
-            .await?
-            .run(|connection| {
-                sqlx::query_scalar(
-                    "insert into products (name, price) values ($1, $2) returning id",
-                )
-                .bind(name.as_str().as_bytes())
-                .bind(price.get())
-                .fetch_one(connection)
-            })
-            .await?;
+        // Group-committed (`coalesce::creates`).
+        let id = self.creates.call((name.clone(), price)).await?;
         Ok(Product {
             id: Id::new(id),
             name,

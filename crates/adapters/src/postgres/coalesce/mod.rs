@@ -1,0 +1,265 @@
+//! Coalescing: while every pooled connection is busy, requests of one kind
+//! queue, and the next connection to come free runs all of them as one
+//! statement (issue 21).
+//!
+//! Over PostgreSQL each statement costs a round trip, a parse-free but not
+//! free execution, and (for writes) a commit; a point read or a create on
+//! its own is almost nothing but those fixed costs. So a request that finds
+//! a connection free goes at once, alone, with its own statement: no timer,
+//! no added wait, and one-connection latency stays that of a single
+//! statement. Only when the pool is exhausted does a request queue (the
+//! neutral group-commit queue of [`crate::batch`]); the first to queue
+//! spawns a *drainer*, a task that waits for a connection in the pool's own
+//! queue and, once it has one, takes every request queued by then and runs
+//! them as one statement ([`Operation::many`]), answering each caller its
+//! own result. While a drainer waits, later requests join the queue it will
+//! take; once it holds a connection, the next request to queue spawns the
+//! next drainer. So at most one drainer per kind waits for a connection, a
+//! batch is exactly what arrived while all connections were busy, and
+//! under load each statement serves many requests.
+//!
+//! A request whose caller gave up before its batch was taken (its future
+//! dropped: a client gone, or the per-operation time budget spent) is
+//! dropped from the batch, not run after it left ([`Batch::drop_abandoned`]).
+//! A batch that fails answers [`RepositoryError::Unavailable`] to every
+//! request in it: each runs as one statement, hence one transaction, so
+//! nothing of it was written.
+
+mod creates;
+mod reads;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use items_domain::RepositoryError;
+
+use super::pool::{Lease, Pool, lease, try_lease};
+use crate::batch::{self, Batch, Batches, Queue};
+
+pub(super) use creates::{ItemCreates, ProductCreates};
+pub(super) use reads::ItemReads;
+
+/// Requests each statement served, per operation (a histogram: one sample
+/// per statement, 1 for a request that went alone).
+pub const REQUESTS_PER_STATEMENT: &str = "database_requests_per_statement";
+/// Buckets for [`REQUESTS_PER_STATEMENT`]: powers of two up to a full batch.
+pub const REQUESTS_PER_STATEMENT_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
+
+/// The most requests one statement serves (and one queue holds): an array
+/// parameter of 1,024 ids or names is still one small message.
+pub(super) const MAX_BATCH: usize = 1024;
+
+/// One kind of request that can be coalesced: what it runs alone, and what
+/// it runs for many.
+pub(super) trait Operation: Send + Sync + 'static {
+    /// What one caller asks.
+    type Work: Send + Sync + 'static;
+    /// What one caller gets.
+    type Output: Send + 'static;
+    /// The `operation` label of [`REQUESTS_PER_STATEMENT`].
+    const LABEL: &'static str;
+
+    /// One request, alone on a free connection.
+    fn one(
+        lease: &mut Lease,
+        work: Self::Work,
+    ) -> impl Future<Output = Result<Self::Output, RepositoryError>> + Send;
+
+    /// Many requests in one statement: one output per work, in order.
+    fn many(
+        lease: &mut Lease,
+        work: &[&Self::Work],
+    ) -> impl Future<Output = Result<Vec<Self::Output>, RepositoryError>> + Send;
+}
+
+type Reply<O> = Result<<O as Operation>::Output, RepositoryError>;
+
+/// The queue of one kind of request, shared by every clone (one per store,
+/// so all of a store's repositories feed the same batches).
+pub(super) struct Coalescer<O: Operation> {
+    inner: Arc<Inner<O>>,
+}
+
+impl<O: Operation> Clone for Coalescer<O> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<O: Operation> fmt::Debug for Coalescer<O> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("Coalescer")
+            .field("operation", &O::LABEL)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner<O: Operation> {
+    pool: Pool,
+    queue: Queue<O::Work, Reply<O>>,
+    batches: Mutex<Batches<O::Work, Reply<O>>>,
+    /// A drainer is waiting for a connection: a request that queues now
+    /// will be in the batch it takes.
+    waiting: AtomicBool,
+    statements: AtomicU64,
+    requests: AtomicU64,
+    largest: AtomicU64,
+}
+
+/// What a coalescer did so far (for tests and the benchmark notes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoalescingStats {
+    /// Statements run, alone or for a batch.
+    pub statements: u64,
+    /// Requests those statements served.
+    pub requests: u64,
+    /// The most requests one statement served.
+    pub largest: u64,
+}
+
+impl<O: Operation> Coalescer<O> {
+    pub(super) fn new(pool: Pool) -> Self {
+        let (queue, batches) = batch::queue(MAX_BATCH);
+        Self {
+            inner: Arc::new(Inner {
+                pool,
+                queue,
+                batches: Mutex::new(batches),
+                waiting: AtomicBool::new(false),
+                statements: AtomicU64::new(0),
+                requests: AtomicU64::new(0),
+                largest: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Runs `work`: at once and alone on a free connection, else in the
+    /// batch of the next connection to come free.
+    pub(super) async fn call(&self, work: O::Work) -> Reply<O> {
+        if let Some(mut lease) = try_lease(&self.inner.pool).await? {
+            self.inner.record(1);
+            return O::one(&mut lease, work).await;
+        }
+        let answer = self.inner.queue.enqueue(work).await.map_err(stopped)?;
+        self.inner.wake();
+        answer.await.map_err(stopped)?
+    }
+
+    pub(super) fn stats(&self) -> CoalescingStats {
+        CoalescingStats {
+            statements: self.inner.statements.load(Ordering::Relaxed),
+            requests: self.inner.requests.load(Ordering::Relaxed),
+            largest: self.inner.largest.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Requests queued now, waiting for a connection.
+    #[cfg(test)]
+    pub(super) fn queued(&self) -> usize {
+        self.inner.queue.queued()
+    }
+}
+
+impl<O: Operation> Inner<O> {
+    /// Makes sure a drainer will take what was just queued: spawns one
+    /// unless one is already waiting for a connection. The request was
+    /// queued before this check and a drainer stops waiting before it takes
+    /// its batch, so either that drainer takes the request or a new one is
+    /// spawned.
+    fn wake(self: &Arc<Self>) {
+        if self
+            .waiting
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            tokio::spawn(Arc::clone(self).drain());
+        }
+    }
+
+    /// Waits for a connection, takes every request queued by then, runs
+    /// them as one statement and answers each.
+    async fn drain(self: Arc<Self>) {
+        let lease = lease(&self.pool).await;
+        self.waiting.store(false, Ordering::SeqCst);
+        let (batch, more) = {
+            let mut batches = self.batches.lock().unwrap_or_else(PoisonError::into_inner);
+            (batches.try_next(), batches.queued() > 0)
+        };
+        if more {
+            // More than one batch was queued: its enqueuers saw this drainer
+            // waiting and spawned none.
+            self.wake();
+        }
+        let Some(mut batch) = batch else { return };
+        batch.drop_abandoned();
+        if batch.is_empty() {
+            return;
+        }
+        match lease {
+            Ok(mut lease) => self.run(&mut lease, batch).await,
+            Err(error) => fail(batch, error),
+        }
+    }
+
+    async fn run(&self, lease: &mut Lease, batch: Batch<O::Work, Reply<O>>) {
+        self.record(batch.len());
+        let work: Vec<&O::Work> = batch.work().collect();
+        let outputs = O::many(lease, &work).await;
+        drop(work);
+        match outputs {
+            Ok(outputs) if outputs.len() == batch.len() => batch.answer(outputs.into_iter().map(Ok)),
+            Ok(outputs) => fail(
+                batch,
+                RepositoryError::unavailable(format!(
+                    "a batch statement returned {} rows for its requests",
+                    outputs.len()
+                )),
+            ),
+            Err(error) => {
+                tracing::warn!(
+                    error = %error,
+                    operation = O::LABEL,
+                    requests = batch.len(),
+                    "a coalesced statement failed; each of its requests is answered unavailable"
+                );
+                fail(batch, error);
+            }
+        }
+    }
+
+    fn record(&self, requests: usize) {
+        let requests = requests as u64;
+        self.statements.fetch_add(1, Ordering::Relaxed);
+        self.requests.fetch_add(requests, Ordering::Relaxed);
+        self.largest.fetch_max(requests, Ordering::Relaxed);
+        metrics::histogram!(REQUESTS_PER_STATEMENT, "operation" => O::LABEL).record(requests as f64);
+    }
+}
+
+/// Answers every request of `batch` unavailable, for `error`.
+fn fail<W, T>(batch: Batch<W, Result<T, RepositoryError>>, error: RepositoryError) {
+    let cause = Arc::new(error);
+    batch.answer_each(|_| Err(RepositoryError::unavailable(Arc::clone(&cause))));
+}
+
+fn stopped(_: batch::Stopped) -> RepositoryError {
+    RepositoryError::unavailable("the request was dropped before it was run")
+}
+
+/// Describes the coalescing metrics to the installed recorder.
+pub fn describe_metrics() {
+    metrics::describe_histogram!(
+        REQUESTS_PER_STATEMENT,
+        "Requests one PostgreSQL statement served (1: alone; more: a coalesced batch), per operation."
+    );
+}
