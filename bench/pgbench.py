@@ -54,6 +54,8 @@ CLIENTS = [int(c) for c in os.environ.get("PGBENCH_CLIENTS", "10,32").split(",")
 PAIRS = int(os.environ.get("PGBENCH_PAIRS", "5"))
 SECONDS = int(os.environ.get("PGBENCH_SECONDS", "5"))
 ITEMS = int(os.environ.get("PGBENCH_ITEMS", "100000"))
+# Another build of the service (e.g. the commit before a change), else target/release's.
+SERVICE = os.environ.get("PGBENCH_SERVICE", run.SERVICE)
 SERVICE_ENV = {"RATE_LIMIT_MAX": "0", "RUST_LOG": "warn", "SHUTDOWN_DRAIN_MS": "0",
                "DATABASE_POOL_SIZE": str(POOL)}
 # A 16-byte name, as post.lua sends ("item-" and 11 digits).
@@ -70,7 +72,7 @@ def create_database(size):
     database = f"items_pgbench_{int(time.time() * 1000)}"
     url = f"{ADMIN.rsplit('/', 1)[0]}/{database}"
     psql(ADMIN, f'create database "{database}"')
-    run.Server("migrate", run.SERVICE, dict(SERVICE_ENV, DATABASE_URL=url)).stop()
+    run.Server("migrate", SERVICE, dict(SERVICE_ENV, DATABASE_URL=url)).stop()
     load(url, size)
     return database, url
 
@@ -164,7 +166,9 @@ def requests_per_statement(admin_port, operation):
 
 def service_run(url, script, args, operation, connections=HTTP_CONNECTIONS):
     admin = free_port()
-    server = run.Server("service", run.SERVICE, dict(SERVICE_ENV, DATABASE_URL=url, ADMIN_PORT=str(admin)))
+    # The admin listener (for /metrics) costs about 0.5 µs per request
+    # (docs/performance.md, "Metrics"): both builds compared pay it.
+    server = run.Server("service", SERVICE, dict(SERVICE_ENV, DATABASE_URL=url, ADMIN_PORT=str(admin)))
     try:
         meter = Meter(url)
         client = children_cpu()
@@ -287,6 +291,7 @@ def ratio_rows(url, size):
 
 def main():
     print(f"load average {os.getloadavg()}", flush=True)
+    print(f"service {SERVICE}", flush=True)
     database, url = create_database(ITEMS)
     try:
         ratio_rows(url, ITEMS)

@@ -26,8 +26,7 @@ use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
 use pool::Pool;
 
 pub use coalesce::{
-    CoalescingStats, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS,
-    describe_metrics,
+    CoalescingStats, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS, describe_metrics,
 };
 pub use items::PostgresItemRepository;
 pub use products::PostgresProductRepository;

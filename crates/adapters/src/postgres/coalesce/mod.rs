@@ -217,7 +217,9 @@ impl<O: Operation> Inner<O> {
         let outputs = O::many(lease, &work).await;
         drop(work);
         match outputs {
-            Ok(outputs) if outputs.len() == batch.len() => batch.answer(outputs.into_iter().map(Ok)),
+            Ok(outputs) if outputs.len() == batch.len() => {
+                batch.answer(outputs.into_iter().map(Ok))
+            }
             Ok(outputs) => fail(
                 batch,
                 RepositoryError::unavailable(format!(
@@ -242,7 +244,8 @@ impl<O: Operation> Inner<O> {
         self.statements.fetch_add(1, Ordering::Relaxed);
         self.requests.fetch_add(requests, Ordering::Relaxed);
         self.largest.fetch_max(requests, Ordering::Relaxed);
-        metrics::histogram!(REQUESTS_PER_STATEMENT, "operation" => O::LABEL).record(requests as f64);
+        metrics::histogram!(REQUESTS_PER_STATEMENT, "operation" => O::LABEL)
+            .record(requests as f64);
     }
 }
 

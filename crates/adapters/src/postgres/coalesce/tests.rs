@@ -93,7 +93,10 @@ async fn a_thousand_concurrent_reads_of_distinct_ids_each_get_their_own_row_c2()
     }
     assert!((1..=500).all(|n| names.contains_key(&Id::new(n))));
     let stats = store.item_reads.stats();
-    assert_eq!(stats.largest, 1000, "the queued reads went as one statement");
+    assert_eq!(
+        stats.largest, 1000,
+        "the queued reads went as one statement"
+    );
     store.close().await;
     database.drop().await;
 }
@@ -116,7 +119,10 @@ async fn a_read_issued_after_an_acknowledged_create_sees_it_c7() {
     for task in join_all(tasks).await {
         task.expect("the read saw its write");
     }
-    assert!(store.item_creates.stats().largest > 1, "creates were batched");
+    assert!(
+        store.item_creates.stats().largest > 1,
+        "creates were batched"
+    );
     assert!(store.item_reads.stats().largest > 1, "reads were batched");
     store.close().await;
     database.drop().await;
@@ -149,7 +155,10 @@ async fn batched_creates_get_ids_in_arrival_order_and_an_exact_total_c2_c10() {
         assert_eq!(item.map(|item| item.name), Some(name(&format!("n{n}"))));
     }
     let page = items.list(&ItemQuery::default()).await.expect("a page");
-    assert_eq!(page.total, 50, "the per-statement tally trigger added 50 once");
+    assert_eq!(
+        page.total, 50,
+        "the per-statement tally trigger added 50 once"
+    );
     assert_eq!(store.item_creates.stats().largest, 50);
     store.close().await;
     database.drop().await;
@@ -186,7 +195,10 @@ async fn batched_product_creates_each_get_their_own_product_c2() {
 #[tokio::test]
 async fn concurrent_creates_on_two_instances_get_distinct_ids_in_arrival_order_per_instance_c2() {
     let database = scratch().await;
-    let stores = [store(database.options(), 1).await, store(database.options(), 1).await];
+    let stores = [
+        store(database.options(), 1).await,
+        store(database.options(), 1).await,
+    ];
     let mut tasks = Vec::new();
     for n in 0..300 {
         for (instance, store) in stores.iter().enumerate() {
@@ -212,7 +224,11 @@ async fn concurrent_creates_on_two_instances_get_distinct_ids_in_arrival_order_p
     for ids in &per_instance {
         assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "{ids:?}");
     }
-    assert!(stores.iter().any(|store| store.item_creates.stats().largest > 1));
+    assert!(
+        stores
+            .iter()
+            .any(|store| store.item_creates.stats().largest > 1)
+    );
     for store in stores {
         store.close().await;
     }
@@ -292,10 +308,16 @@ async fn a_batch_whose_connection_breaks_answers_unavailable_to_each_and_stores_
     tokio::time::sleep(Duration::from_millis(100)).await;
     drop(held);
     for create in join_all(creates).await {
-        assert!(create.expect("ran").is_err(), "a create of the broken batch is 503");
+        assert!(
+            create.expect("ran").is_err(),
+            "a create of the broken batch is 503"
+        );
     }
     for read in join_all(reads).await {
-        assert!(read.expect("ran").is_err(), "a read of the broken batch is 503");
+        assert!(
+            read.expect("ran").is_err(),
+            "a read of the broken batch is 503"
+        );
     }
 
     proxy.set_cut(false);
@@ -308,7 +330,11 @@ async fn a_batch_whose_connection_breaks_answers_unavailable_to_each_and_stores_
         page = items.list(&ItemQuery::default()).await;
     }
     let page = page.expect("the store recovers");
-    assert_eq!(page.items.len(), 1, "nothing of the failed batch was stored");
+    assert_eq!(
+        page.items.len(),
+        1,
+        "nothing of the failed batch was stored"
+    );
     assert_eq!(page.total, 1);
     let stats = store.item_creates.stats();
     assert!(stats.largest >= 2, "the creates were one batch: {stats:?}");
