@@ -134,9 +134,9 @@ impl PostgresStore {
             .build()
             .expect("a pool without timeouts needs no runtime");
         Ok(Self {
-            item_reads: Coalescer::new(pool.clone()),
-            item_creates: Coalescer::new(pool.clone()),
-            product_creates: Coalescer::new(pool.clone()),
+            item_reads: Coalescer::new(pool.clone(), coalesce::lanes(pool_size)),
+            item_creates: Coalescer::new(pool.clone(), coalesce::lanes(pool_size)),
+            product_creates: Coalescer::new(pool.clone(), coalesce::lanes(pool_size)),
             pool,
         })
     }

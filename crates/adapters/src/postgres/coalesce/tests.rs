@@ -4,6 +4,7 @@
 //! pool's connections, never by timing.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -338,6 +339,39 @@ async fn a_batch_whose_connection_breaks_answers_unavailable_to_each_and_stores_
     assert_eq!(page.total, 1);
     let stats = store.item_creates.stats();
     assert!(stats.largest >= 2, "the creates were one batch: {stats:?}");
+    store.close().await;
+    database.drop().await;
+}
+
+#[tokio::test]
+async fn while_a_kinds_lanes_are_taken_its_requests_queue_though_connections_are_free() {
+    let database = scratch().await;
+    // A pool of 3 gives each kind one lane.
+    let store = store(database.options(), 3).await;
+    let items = store.items();
+    items.create(name("only")).await.expect("created");
+    let lane = Arc::clone(&store.item_reads.inner.lanes)
+        .try_acquire_owned()
+        .expect("the one lane is free");
+    let reads: Vec<_> = (0..5)
+        .map(|_| {
+            let items = items.clone();
+            tokio::spawn(async move { items.get(Id::new(1)).await })
+        })
+        .collect();
+    until_queued(&store.item_reads, 5).await;
+    assert_eq!(store.pool.status().available, 1, "a connection was free");
+    drop(lane);
+
+    for read in join_all(reads).await {
+        let item = read.expect("ran").expect("answered");
+        assert_eq!(item.map(|item| item.name), Some(name("only")));
+    }
+    assert_eq!(
+        store.item_reads.stats().largest,
+        5,
+        "one statement for the five"
+    );
     store.close().await;
     database.drop().await;
 }
