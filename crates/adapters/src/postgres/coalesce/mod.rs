@@ -25,9 +25,10 @@
 //! one would go alone; with lanes, the requests beyond them queue, batches
 //! fill, and each statement's fixed cost (the service's protocol work, the
 //! backend's execution, the commit) is shared by more requests: over a
-//! pool of 10 on the shared 2-core machine, a third of the pool gave
-//! 3.0 reads and 7.0 creates per statement against 1.7 and 2.3 with all
-//! ten (docs/performance.md, issue 21). A lone request still goes at once.
+//! pool of 10 on the shared 2-core machine, 3 lanes gave 2.6 reads and 7.0
+//! creates per statement against 1.3–1.7 and 2.3 without the cap, and a
+//! fifth less CPU per read (docs/performance.md, issue 21). A lone request
+//! still goes at once.
 //!
 //! A request whose caller gave up before its batch was taken (its future
 //! dropped: a client gone, or the per-operation time budget spent) is
