@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# The shared limiter's cost (C9, issue 11): GET /items/{id} on the release
-# binary with the limiter off, then on over Redis (a budget too large to
-# reach, so every request runs the Lua script and is served), A B A B.
-# The service runs on core 0 with one worker; Redis (the machine's, on
-# 127.0.0.1:6379) and wrk share core 1. Prints req/s per run and the ratio of
-# the medians, and the service's own CPU per request (the figure that
-# matters when wrk and Redis saturate their shared core first). Stops by itself (ROUNDS × 2 × SECONDS, default 3 × 2 × 10 s).
+# The shared limiter's cost (C9, issues 11 and 21): GET /items/{id} on the
+# release binary with the limiter off, then with a budget shared over Redis
+# (a budget too large to reach, so every request is decided in Redis and
+# served), A B A B. The service runs on core 0 with one worker; Redis (the
+# machine's, on 127.0.0.1:6379) and wrk share core 1. Prints req/s per run,
+# then THE figure: shared Redis budget ÷ limiter off, the ratio of the median
+# req/s (with each round's own ratio, to judge the noise), and the service's
+# own CPU per request (the figure that matters when wrk and Redis saturate
+# their shared core first), and the load average before and after. Stops by
+# itself (ROUNDS × 2 × SECONDS, default 3 × 2 × 10 s). BINARY=path measures
+# that build instead of building the release binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${SECONDS_PER_RUN:-10}
 rounds=${ROUNDS:-3}
 source scripts/lib/service.sh
-binary=$(cargo_binary --release)
+binary=${BINARY:-$(cargo_binary --release)}
 source scripts/lib/packages.sh
 install_missing wrk wrk
 redis-cli -h 127.0.0.1 ping >/dev/null || { echo "Redis must answer on 127.0.0.1:6379" >&2; exit 1; }
@@ -38,11 +42,12 @@ run() { # $1: label, rest: extra settings
 }
 
 : > "$work/results"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((round = 1; round <= rounds; round++)); do
   run off RATE_LIMIT_MAX=0 | tee -a "$work/results"
-  run redis RATE_LIMIT_MAX=1000000000 REDIS_URL=redis://127.0.0.1:6379/ | tee -a "$work/results"
+  run redis RATE_LIMIT_MAX=1000000000 REDIS_URL=redis://127.0.0.1:6379/14 | tee -a "$work/results"
 done
-python3 - "$work/results" <<'PY'
+python3 - "$work/results" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
@@ -52,7 +57,10 @@ def median(label, index):
     return statistics.median(run[index] for run in runs[label])
 off, redis = median("off", 0), median("redis", 0)
 off_cpu, redis_cpu = median("off", 1), median("redis", 1)
-print(f"median req/s: limiter off {off:.0f}, over Redis {redis:.0f}; ratio {redis / off:.2f}")
-print(f"service CPU per request: limiter off {off_cpu:.2f} us, over Redis {redis_cpu:.2f} us; "
-      f"throughput per core ratio {off_cpu / redis_cpu:.2f}")
+rounds = " ".join(f"{b[0] / a[0]:.2f}" for a, b in zip(runs["off"], runs["redis"]))
+print(f"median req/s: limiter off {off:.0f}, shared Redis budget {redis:.0f}")
+print(f"shared Redis budget / limiter off: {redis / off:.2f} (ratio of the medians; each round: {rounds})")
+print(f"service CPU per request: limiter off {off_cpu:.2f} us, shared Redis budget {redis_cpu:.2f} us; "
+      f"requests per core ratio {off_cpu / redis_cpu:.2f}")
+print(f"load average (1, 5, 15 min): before {sys.argv[2]}, after {sys.argv[3]}")
 PY

@@ -13,10 +13,20 @@
 //!
 //! The same queue serves a store with a pool instead of one writer (the
 //! PostgreSQL adapter's coalesced reads and creates, `postgres/coalesce`):
-//! callers [`Queue::enqueue`] and then wait on their [`Answer`], and whichever
-//! task gets a connection takes what is queued with [`Batches::try_next`],
-//! dropping first the requests whose callers gave up
-//! ([`Batch::drop_abandoned`]).
+//! callers [`Queue::enqueue_by`] and then [`Answer::wait`], and whichever
+//! task gets a connection takes what is queued with [`Batches::try_next`].
+//!
+//! A caller may give its request a deadline ([`Queue::submit_by`],
+//! [`Queue::enqueue_by`]). Every request's fate is decided once, by
+//! whichever side comes first: the writer *claims* it ([`Batch::claim`]:
+//! it will be applied, and its caller waits for its batch's fate, which
+//! decides for every request in it, even past the deadline), or its caller
+//! *abandons* it — its deadline passed, or it stopped waiting (dropped its
+//! [`Answer`] or its `submit` future, e.g. a client gone) — and the work is
+//! never done: [`Batch::prune`] and [`Batch::claim`] leave it out. A caller
+//! told [`Unanswered::Late`] knows its work was never done, nor will be. A
+//! request still unclaimed when the writer claims after its deadline is
+//! abandoned then, not applied late.
 //!
 //! This module knows nothing of any database: the work `W` and the reply `R`
 //! are the store's own types. The store decides what a failed commit means
@@ -40,14 +50,64 @@
 //! # }
 //! ```
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
-/// One caller's work and where its answer goes.
-type Request<W, R> = (W, oneshot::Sender<R>);
+/// One caller's work, where its answer goes, its deadline if it has one,
+/// and who decided its fate first (see [`Claim`]).
+#[derive(Debug)]
+struct Request<W, R> {
+    work: W,
+    reply: oneshot::Sender<R>,
+    deadline: Option<Instant>,
+    claim: Arc<Claim>,
+}
+
+impl<W, R> Request<W, R> {
+    /// Whether the request is still wanted at `now`: not abandoned by its
+    /// caller, and not past its deadline (abandoned now if it is, so its
+    /// caller is told it is late, never that it was applied).
+    fn wanted(&self, now: Instant) -> bool {
+        if self.claim.is_abandoned() {
+            return false;
+        }
+        if self.deadline.is_some_and(|deadline| deadline <= now) {
+            return !self.claim.abandon();
+        }
+        true
+    }
+}
+
+/// The fate of a request, decided once: the writer claims it (it will be
+/// applied) or it is abandoned (it never will be), whichever comes first.
+#[derive(Debug, Default)]
+struct Claim(AtomicU8);
+
+const WAITING: u8 = 0;
+const CLAIMED: u8 = 1;
+const ABANDONED: u8 = 2;
+
+impl Claim {
+    /// Moves from waiting to `to`; false when the other side was first.
+    fn decide(&self, to: u8) -> bool {
+        self.0
+            .compare_exchange(WAITING, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Abandons the request unless it was claimed first: true when it is
+    /// abandoned (now or before).
+    fn abandon(&self) -> bool {
+        self.decide(ABANDONED) || self.is_abandoned()
+    }
+
+    fn is_abandoned(&self) -> bool {
+        self.0.load(Ordering::Acquire) == ABANDONED
+    }
+}
 
 /// Makes a queue holding at most `capacity` requests (at least one): the
 /// callers' end, and the writer's end that takes them in batches. A caller
@@ -79,28 +139,77 @@ impl<W, R> Clone for Queue<W, R> {
 #[error("the writer has stopped")]
 pub struct Stopped;
 
+/// Why a request with a deadline has no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unanswered {
+    /// See [`Stopped`].
+    #[error("the writer has stopped")]
+    Stopped,
+    /// The deadline passed before the writer took the work up: it was not
+    /// done and never will be.
+    #[error("the deadline passed before the work was taken up")]
+    Late,
+}
+
 impl<W, R> Queue<W, R> {
     /// Queues `work` and waits for its answer, which the writer sends once
-    /// the batch holding it has been applied.
+    /// the batch holding it has been applied. Dropping the future before
+    /// the writer claimed the work abandons it.
     ///
     /// # Errors
     /// [`Stopped`] when the writer stopped before answering (the work was
     /// then either never taken or its batch was dropped unanswered).
     pub async fn submit(&self, work: W) -> Result<R, Stopped> {
-        self.enqueue(work).await?.await
+        let answer = self.enqueue(work, None).await.map_err(|_| Stopped)?;
+        answer.wait().await.map_err(|_| Stopped)
     }
 
-    /// Queues `work` (waiting for room) and returns the answer to wait for,
-    /// so the caller can make sure someone will take it before it waits.
-    /// Dropping the [`Answer`] before the batch holding the work was taken
-    /// marks the work abandoned (see [`Batch::drop_abandoned`]).
+    /// [`Queue::submit`], unless `deadline` passes before the writer claims
+    /// the work ([`Batch::claim`]): then the work is left undone and the
+    /// answer is [`Unanswered::Late`], also while waiting for room in the
+    /// queue. Work claimed in time is answered as its batch ends, even
+    /// after the deadline.
     ///
     /// # Errors
-    /// [`Stopped`] when the writer's end is gone or refuses new requests.
-    pub async fn enqueue(&self, work: W) -> Result<Answer<R>, Stopped> {
-        let (reply, answer) = oneshot::channel();
-        self.sender.send((work, reply)).await.map_err(|_| Stopped)?;
-        Ok(Answer(answer))
+    /// [`Unanswered::Late`] as above; [`Unanswered::Stopped`] as
+    /// [`Stopped`].
+    pub async fn submit_by(&self, work: W, deadline: Instant) -> Result<R, Unanswered> {
+        self.enqueue_by(work, deadline).await?.wait().await
+    }
+
+    /// The first half of [`Queue::submit_by`]: queues `work` (waiting for
+    /// room until `deadline`) and returns the answer to wait for, so the
+    /// caller can make sure someone will take the work before it waits.
+    ///
+    /// # Errors
+    /// [`Unanswered::Late`] when no room came before `deadline`;
+    /// [`Unanswered::Stopped`] when the writer's end is gone or refuses
+    /// new requests.
+    pub async fn enqueue_by(&self, work: W, deadline: Instant) -> Result<Answer<R>, Unanswered> {
+        self.enqueue(work, Some(deadline)).await
+    }
+
+    async fn enqueue(&self, work: W, deadline: Option<Instant>) -> Result<Answer<R>, Unanswered> {
+        let (reply, receiver) = oneshot::channel();
+        let claim = Arc::new(Claim::default());
+        let request = Request {
+            work,
+            reply,
+            deadline,
+            claim: Arc::clone(&claim),
+        };
+        let sent = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, self.sender.send(request))
+                .await
+                .map_err(|_| Unanswered::Late)?,
+            None => self.sender.send(request).await,
+        };
+        sent.map_err(|_| Unanswered::Stopped)?;
+        Ok(Answer {
+            receiver,
+            deadline,
+            claim,
+        })
     }
 
     /// Whether the writer's end is gone or refuses new requests.
@@ -114,18 +223,50 @@ impl<W, R> Queue<W, R> {
     }
 }
 
-/// The answer to one queued request: resolves once its batch was answered,
-/// or to [`Stopped`] if the request was dropped unanswered.
+/// The answer to one queued request ([`Queue::enqueue_by`]). Dropping it
+/// before the writer claimed the request abandons the request: its work is
+/// never done.
 #[derive(Debug)]
-pub struct Answer<R>(oneshot::Receiver<R>);
+pub struct Answer<R> {
+    receiver: oneshot::Receiver<R>,
+    deadline: Option<Instant>,
+    claim: Arc<Claim>,
+}
 
-impl<R> Future for Answer<R> {
-    type Output = Result<R, Stopped>;
+impl<R> Answer<R> {
+    /// Waits for the answer: the batch's, once the request was claimed;
+    /// else [`Unanswered::Late`] at the deadline.
+    ///
+    /// # Errors
+    /// [`Unanswered::Late`] when the deadline passed before the writer
+    /// claimed the request (its work was not done, nor will be);
+    /// [`Unanswered::Stopped`] when it was dropped unanswered.
+    pub async fn wait(mut self) -> Result<R, Unanswered> {
+        let answered = match self.deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline, &mut self.receiver).await {
+                Ok(answered) => answered,
+                Err(_) if self.claim.abandon() => return Err(Unanswered::Late),
+                // Claimed first: the batch is being applied, and its fate is ours.
+                Err(_) => (&mut self.receiver).await,
+            },
+            None => (&mut self.receiver).await,
+        };
+        answered.map_err(|_| {
+            // The writer found it past its deadline and left it out.
+            if self.claim.is_abandoned() {
+                Unanswered::Late
+            } else {
+                Unanswered::Stopped
+            }
+        })
+    }
+}
 
-    fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.0)
-            .poll(context)
-            .map(|answer| answer.map_err(|_| Stopped))
+impl<R> Drop for Answer<R> {
+    /// A caller that stops waiting before its request was claimed abandons
+    /// it, so its work is not done after it left.
+    fn drop(&mut self) {
+        self.claim.abandon();
     }
 }
 
@@ -149,11 +290,6 @@ impl<W, R> Batches<W, R> {
     pub fn try_next(&mut self) -> Option<Batch<W, R>> {
         let first = self.receiver.try_recv().ok()?;
         Some(self.with_queued(first))
-    }
-
-    /// How many requests are queued now.
-    pub fn queued(&self) -> usize {
-        self.receiver.len()
     }
 
     /// `first` and every request queued behind it, up to the capacity.
@@ -187,52 +323,69 @@ pub struct Batch<W, R> {
 }
 
 impl<W, R> Batch<W, R> {
-    /// How many requests the batch holds (never zero, unless
-    /// [`Batch::drop_abandoned`] dropped them all).
+    /// How many requests the batch holds.
     pub fn len(&self) -> usize {
         self.requests.len()
     }
 
-    /// False unless [`Batch::drop_abandoned`] dropped every request: a
-    /// batch starts with the request it was taken for.
+    /// False as handed out (a batch starts with the request it was taken
+    /// for); true when [`Batch::prune`] or [`Batch::claim`] left nothing.
     pub fn is_empty(&self) -> bool {
         self.requests.is_empty()
     }
 
-    /// Drops the requests whose callers stopped waiting (their [`Answer`]
-    /// or `submit` future was dropped, e.g. by a timeout), so their work is
-    /// not done after they left; returns how many. A caller that leaves
-    /// after this still has its work done, as a caller that leaves during
-    /// a single statement does.
-    pub fn drop_abandoned(&mut self) -> usize {
-        let before = self.requests.len();
-        self.requests.retain(|(_, reply)| !reply.is_closed());
-        before - self.requests.len()
-    }
-
     /// The work of each request, in the order it was queued.
     pub fn work(&self) -> impl Iterator<Item = &W> {
-        self.requests.iter().map(|(work, _)| work)
+        self.requests.iter().map(|request| &request.work)
+    }
+
+    /// The earliest deadline of the requests in the batch, if any has one:
+    /// after [`Batch::claim`], the moment by which the batch must have
+    /// ended for none of its callers to wait past its own deadline.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.requests
+            .iter()
+            .filter_map(|request| request.deadline)
+            .min()
+    }
+
+    /// Leaves out the requests abandoned (their callers stopped waiting, or
+    /// their deadline passed), so no time is spent on work nobody waits
+    /// for.
+    pub fn prune(&mut self) {
+        let now = Instant::now();
+        self.requests.retain(|request| request.wanted(now));
+    }
+
+    /// Claims every request still wanted: from now on its caller waits for
+    /// this batch's answer, whatever its deadline. The requests abandoned
+    /// first, or past their deadline now, are left out, never to be
+    /// applied. Call it once the work is sure to start (a writer: once it
+    /// holds the lock; a pool: once it holds a connection), so that nothing
+    /// claimed waits behind a lock past its deadline.
+    pub fn claim(&mut self) {
+        let now = Instant::now();
+        self.requests
+            .retain(|request| request.wanted(now) && request.claim.decide(CLAIMED));
     }
 
     /// Answers each request with what `reply` makes of its work. A caller
     /// that stopped waiting is skipped: its work was done all the same.
     pub fn answer_each(self, mut reply: impl FnMut(W) -> R) {
-        for (work, sender) in self.requests {
-            let _ = sender.send(reply(work));
+        for request in self.requests {
+            let _ = request.reply.send(reply(request.work));
         }
     }
 
-    /// Answers the requests, in order, with `replies` (one per request, as
+    /// Answers the requests in order with `replies` (typically built from
     /// the results of applying [`Batch::work`]). Requests beyond the
     /// replies given are dropped unanswered: their callers get [`Stopped`].
     pub fn answer(self, replies: impl IntoIterator<Item = R>) {
-        for ((_, sender), reply) in self.requests.into_iter().zip(replies) {
-            let _ = sender.send(reply);
+        for (request, reply) in self.requests.into_iter().zip(replies) {
+            let _ = request.reply.send(reply);
         }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,19 +443,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_request_whose_caller_left_is_dropped_before_its_work_is_done() {
+    async fn a_request_past_its_deadline_before_it_is_claimed_is_never_applied_c12() {
         let (queue, mut batches) = queue::<u32, u32>(4);
-        let kept = queue.enqueue(1).await.unwrap();
-        let left = queue.enqueue(2).await.unwrap();
-        drop(left);
-        assert!(batches.try_next().is_some_and(|mut batch| {
-            let dropped = batch.drop_abandoned();
-            let work: Vec<u32> = batch.work().copied().collect();
-            batch.answer_each(|n| n * 10);
-            dropped == 1 && work == [1]
-        }));
-        assert_eq!(kept.await, Ok(10));
-        assert!(batches.try_next().is_none(), "nothing is left queued");
+        let deadline = Instant::now() + std::time::Duration::from_millis(50);
+        let late = queue.submit_by(1, deadline).await;
+        assert_eq!(late, Err(Unanswered::Late));
+
+        // The writer takes it up only now: it is left out of the batch.
+        let mut batch = batches.next().await.unwrap();
+        batch.prune();
+        assert!(batch.is_empty());
+        batch.claim();
+        assert_eq!(batch.work().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_claimed_request_waits_for_its_batch_past_its_deadline_c12() {
+        let (queue, mut batches) = queue::<u32, u32>(4);
+        let deadline = Instant::now() + std::time::Duration::from_millis(50);
+        let caller = tokio::spawn(async move { queue.submit_by(7, deadline).await });
+        let mut batch = batches.next().await.unwrap();
+        batch.claim();
+        assert_eq!(batch.len(), 1);
+
+        tokio::time::sleep_until(deadline + std::time::Duration::from_millis(50)).await;
+        batch.answer_each(|n| n + 1);
+        assert_eq!(caller.await.unwrap(), Ok(8), "the batch's fate, not Late");
     }
 
     #[tokio::test]
@@ -319,5 +485,43 @@ mod tests {
         batches.close();
         assert_eq!(queue.submit(2).await, Err(Stopped));
         assert!(batches.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_request_whose_caller_left_is_never_applied() {
+        let (queue, mut batches) = queue::<u32, u32>(4);
+        let far = Instant::now() + std::time::Duration::from_secs(60);
+        let kept = queue.enqueue_by(1, far).await.unwrap();
+        let left = queue.enqueue_by(2, far).await.unwrap();
+        drop(left);
+        let mut batch = batches.try_next().expect("both queued");
+        assert_eq!(batch.len(), 2);
+        batch.prune();
+        batch.claim();
+        assert_eq!(batch.work().copied().collect::<Vec<_>>(), [1]);
+        batch.answer_each(|n| n * 10);
+        assert_eq!(kept.wait().await, Ok(10));
+        assert!(batches.try_next().is_none(), "nothing is left queued");
+    }
+
+    #[tokio::test]
+    async fn a_request_past_its_deadline_when_claimed_is_left_out_and_its_caller_told_late_c12() {
+        let (queue, mut batches) = queue::<u32, u32>(4);
+        let now = Instant::now();
+        let short = now + std::time::Duration::from_millis(20);
+        let long = now + std::time::Duration::from_secs(60);
+        let late = queue.enqueue_by(1, short).await.unwrap();
+        let kept = queue.enqueue_by(2, long).await.unwrap();
+        let mut batch = batches.try_next().expect("both queued");
+        assert_eq!(batch.deadline(), Some(short), "the earliest");
+
+        // The caller has not looked yet: the writer finds it late itself.
+        tokio::time::sleep_until(short).await;
+        batch.claim();
+        assert_eq!(batch.work().copied().collect::<Vec<_>>(), [2]);
+        assert_eq!(batch.deadline(), Some(long));
+        batch.answer_each(|n| n + 1);
+        assert_eq!(late.wait().await, Err(Unanswered::Late));
+        assert_eq!(kept.wait().await, Ok(3));
     }
 }

@@ -15,6 +15,7 @@
 //! Test fixtures live in `items-testkit`, never here.
 
 pub mod batch;
+pub mod budget;
 pub mod disk;
 pub mod http;
 pub mod memory;

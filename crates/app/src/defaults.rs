@@ -15,6 +15,9 @@ pub const HOST: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 /// `UPLOADS_DIR`: where uploads are stored, relative to the working directory.
 pub const UPLOADS_DIR: &str = "uploads";
 
+/// `UPLOADS_MAX_BYTES`: all stored uploads together, 10 GiB (C5).
+pub const UPLOADS_MAX_BYTES: u64 = 10 * 1024 * 1024 * 1024;
+
 /// `SHUTDOWN_DRAIN_MS`: how long `/readyz` answers 503 before the server
 /// drains, with an admin listener (C11).
 pub const SHUTDOWN_DRAIN_MS: u64 = 5000;

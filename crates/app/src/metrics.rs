@@ -9,6 +9,7 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use items_adapters::disk;
 use items_adapters::http::metrics::{REQUEST_DURATION, REQUEST_DURATION_BUCKETS, describe};
 use items_adapters::postgres::{self, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS};
 use items_adapters::redis::STORE_ERRORS;
@@ -51,6 +52,7 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
     describe();
     sqlite::describe_metrics();
     postgres::describe_metrics();
+    disk::usage::describe_metrics();
     metrics::describe_counter!(
         STORE_ERRORS,
         "Rate-limit requests the shared store (Redis) failed or answered too slowly; each was counted in the local budget."

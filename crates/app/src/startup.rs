@@ -95,12 +95,13 @@ impl Application {
         // The uploads directory first: an unusable one is a bad setting (exit
         // 2), found before the port is taken.
         let uploads_dir = &config.uploads.uploads_dir;
-        let uploads = DiskUploadStore::open(uploads_dir).map_err(|error| {
-            StartError::Setting(format!(
-                "invalid UPLOADS_DIR (--uploads-dir) {:?}: {error}",
-                uploads_dir.display().to_string()
-            ))
-        })?;
+        let uploads = DiskUploadStore::open_bounded(uploads_dir, config.uploads.uploads_max_bytes)
+            .map_err(|error| {
+                StartError::Setting(format!(
+                    "invalid UPLOADS_DIR (--uploads-dir) {:?}: {error}",
+                    uploads_dir.display().to_string()
+                ))
+            })?;
         let (listener, address) = bind(config.server.address())?;
         let settings = HttpSettings {
             body_limits: (&config.server).into(),
@@ -117,7 +118,7 @@ impl Application {
         let store = Store::open(&config.store, DATABASE_PATIENCE).await?;
         let services = Services::new(
             store.repositories(),
-            Arc::new(uploads),
+            Arc::new(uploads.clone()),
             rate_limiter(redis.clone()),
         );
         let checks: Vec<Arc<dyn HealthCheck>> = store.health_check().into_iter().collect();
@@ -130,7 +131,13 @@ impl Application {
         let readiness = Readiness::new(checks, degradable);
         let admin = match config.admin.admin_port {
             None => None,
-            Some(port) => Some(admin(config, port, Arc::clone(&readiness), store.clone())?),
+            Some(port) => Some(admin(
+                config,
+                port,
+                Arc::clone(&readiness),
+                store.clone(),
+                uploads,
+            )?),
         };
         // With an admin listener, a shutdown first turns `/readyz` to 503 and
         // keeps serving for the drain delay, so the load balancer stops
@@ -207,19 +214,21 @@ impl Application {
 }
 
 /// Binds the admin listener on `ADMIN_HOST:port` (`HOST` unless set) and
-/// installs the metrics recorder it serves; the store's gauges are read at
-/// scrape time.
+/// installs the metrics recorder it serves; the store's and the uploads'
+/// gauges are read at scrape time.
 fn admin(
     config: &Config,
     port: u16,
     readiness: Arc<Readiness>,
     store: Store,
+    uploads: DiskUploadStore,
 ) -> Result<Admin, StartError> {
     let (listener, address) = bind(config.admin.address(config.server.host, port))?;
     let metrics = crate::metrics::install()?;
     let handle = metrics.clone();
     let render: RenderMetrics = Arc::new(move || {
         store.record_metrics();
+        uploads.record_metrics();
         handle.render()
     });
     let server = AdminServer::bind(listener, readiness, render)

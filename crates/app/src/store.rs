@@ -1,13 +1,15 @@
 //! The store `DATABASE_URL` names (C1, C12), opened: in memory, PostgreSQL
 //! or a SQLite file, each handing out the three repositories, what the
 //! readiness probe pings, its gauges and how it finishes. Adding a store is
-//! one more variant here.
+//! one more variant here. The durable stores get `DATABASE_POOL_SIZE` and
+//! the budget of one operation, `DATABASE_STATEMENT_TIMEOUT_MS`; the
+//! in-memory store never waits on anything and ignores it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use items_adapters::memory;
-use items_adapters::postgres::{ConnectError, PostgresStore};
+use items_adapters::postgres::{ConnectError, PostgresSettings, PostgresStore};
 use items_adapters::sqlite::{SqliteSettings, SqliteStore};
 use items_domain::{HealthCheck, Repositories};
 
@@ -37,12 +39,14 @@ impl Store {
     pub(crate) async fn open(config: &StoreConfig, patience: Duration) -> Result<Self, StartError> {
         match config.database() {
             None => Ok(Self::Memory),
-            Some(DatabaseUrl::Postgres(url)) => connect(&url, config.database_pool_size, patience)
+            Some(DatabaseUrl::Postgres(url)) => connect(&url, config.into(), patience)
                 .await
                 .map(Self::Postgres),
             Some(DatabaseUrl::Sqlite(path)) => {
                 let url = config.database_url.as_deref().unwrap_or_default();
-                open_sqlite(url, &path).await.map(Self::Sqlite)
+                open_sqlite(url, &path, config.into())
+                    .await
+                    .map(Self::Sqlite)
             }
         }
     }
@@ -91,7 +95,11 @@ impl Store {
 /// path that is a directory, is a setting unusable as given (exit 2); a
 /// file that cannot be opened, is no database or cannot be migrated is a
 /// failure of the store (exit 1), as a PostgreSQL server refusing is.
-async fn open_sqlite(url: &str, path: &std::path::Path) -> Result<SqliteStore, StartError> {
+async fn open_sqlite(
+    url: &str,
+    path: &std::path::Path,
+    settings: SqliteSettings,
+) -> Result<SqliteStore, StartError> {
     let unusable = |why: String| {
         StartError::Setting(format!(
             "invalid DATABASE_URL (--database-url) {url:?}: {why}"
@@ -110,15 +118,15 @@ async fn open_sqlite(url: &str, path: &std::path::Path) -> Result<SqliteStore, S
     if path.is_dir() {
         return Err(unusable("it is a directory, not a file".to_owned()));
     }
-    Ok(SqliteStore::open(path, SqliteSettings::default()).await?)
+    Ok(SqliteStore::open(path, settings).await?)
 }
 
 async fn connect(
     url: &str,
-    pool_size: u32,
+    settings: PostgresSettings,
     patience: Duration,
 ) -> Result<PostgresStore, StartError> {
-    PostgresStore::connect_url(url, pool_size, patience)
+    PostgresStore::connect_url(url, settings, patience)
         .await
         .map_err(|error| match error {
             ConnectError::InvalidUrl(cause) => {

@@ -13,6 +13,7 @@
 //! rate-limited warnings instead ([`client_faults`]).
 
 pub mod client_faults;
+mod request_lines;
 
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::layer::SubscriberExt;
@@ -20,6 +21,7 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, fmt};
 
 use client_faults::{ClientFaults, NotAClientFault};
+use request_lines::TextLines;
 
 use crate::config::LogFormat;
 
@@ -44,7 +46,11 @@ pub fn init(format: LogFormat) -> WorkerGuard {
         .buffered_lines_limit(QUEUED_LINES)
         .finish(std::io::BufWriter::new(std::io::stdout()));
     let lines = match format {
-        LogFormat::Text => fmt::layer().with_ansi(false).with_writer(writer).boxed(),
+        LogFormat::Text => fmt::layer()
+            .with_ansi(false)
+            .event_format(TextLines::default())
+            .with_writer(writer)
+            .boxed(),
         LogFormat::Json => fmt::layer()
             .json()
             .flatten_event(true)

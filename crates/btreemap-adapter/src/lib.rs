@@ -4,16 +4,22 @@
 //! line per mode, and this crate's only dev-dependency is `items-testkit`.
 //! `docs/architecture.md` ("Write your own adapter") walks through it.
 
+mod keys;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use futures_util::stream;
 use items_domain::{
-    Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Price, Product,
-    ProductRepository, Replaced, Repositories, RepositoryError, User, UserRepository,
+    Id, IdempotencyKey, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed,
+    Name, Price, Product, ProductRepository, Replaced, Repositories, RepositoryError, User,
+    UserRepository,
 };
+
+use crate::keys::Keys;
 
 /// How many items one batch of a full listing holds.
 const BATCH: usize = 1000;
@@ -25,9 +31,21 @@ struct Collection {
     items: BTreeMap<Id, Name>,
     last_id: i64,
     version: u64,
+    /// Idempotency keys with the items as first created (C7).
+    keys: Keys<Item>,
 }
 
 impl Collection {
+    fn create(&mut self, name: Name) -> Item {
+        let Self {
+            items,
+            last_id,
+            version,
+            ..
+        } = self;
+        insert_item(items, last_id, version, name)
+    }
+
     fn items_after(&self, after: Option<Id>) -> impl Iterator<Item = Item> + '_ {
         let start = after.map_or(Bound::Unbounded, Bound::Excluded);
         self.items
@@ -37,6 +55,20 @@ impl Collection {
                 name: name.clone(),
             })
     }
+}
+
+/// Stores an item named `name` with the next id; the caller holds the lock.
+fn insert_item(
+    items: &mut BTreeMap<Id, Name>,
+    last_id: &mut i64,
+    version: &mut u64,
+    name: Name,
+) -> Item {
+    *last_id += 1;
+    *version += 1;
+    let id = Id::new(*last_id);
+    items.insert(id, name.clone());
+    Item { id, name }
 }
 
 /// Items in a `BTreeMap` keyed by id, so every listing is in id order.
@@ -110,12 +142,26 @@ impl ItemRepository for MapItems {
     }
 
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
+        Ok(self.write()?.create(name))
+    }
+
+    async fn create_keyed(
+        &self,
+        name: Name,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Item>, RepositoryError> {
         let mut collection = self.write()?;
-        collection.last_id += 1;
-        collection.version += 1;
-        let id = Id::new(collection.last_id);
-        collection.items.insert(id, name.clone());
-        Ok(Item { id, name })
+        let Collection {
+            items,
+            last_id,
+            version,
+            keys,
+        } = &mut *collection;
+        let same = |first: &Item| first.name == name;
+        keys.create(key, at, same, || {
+            Ok(insert_item(items, last_id, version, name.clone()))
+        })
     }
 
     async fn replace(
@@ -145,28 +191,46 @@ impl ItemRepository for MapItems {
     }
 }
 
-/// Products in a `BTreeMap` keyed by id.
+/// Products in a `BTreeMap` keyed by id, with their idempotency keys (C7).
 #[derive(Debug, Default)]
-pub struct MapProducts(RwLock<BTreeMap<Id, Product>>);
+pub struct MapProducts(RwLock<(BTreeMap<Id, Product>, Keys<Product>)>);
+
+/// Stores a product with the next id.
+fn insert(products: &mut BTreeMap<Id, Product>, name: Name, price: Price) -> Product {
+    // Products are never deleted, so the highest id is the counter.
+    let last = products.keys().next_back().map_or(0, |id| id.get());
+    let product = Product {
+        id: Id::new(last + 1),
+        name,
+        price,
+    };
+    products.insert(product.id, product.clone());
+    product
+}
 
 #[async_trait]
 impl ProductRepository for MapProducts {
     async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
-        let products = self.0.read().map_err(|_| poisoned())?;
+        let products = &self.0.read().map_err(|_| poisoned())?.0;
         Ok(products.values().cloned().collect())
     }
 
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
-        let mut products = self.0.write().map_err(|_| poisoned())?;
-        // Products are never deleted, so the highest id is the counter.
-        let last = products.keys().next_back().map_or(0, |id| id.get());
-        let product = Product {
-            id: Id::new(last + 1),
-            name,
-            price,
-        };
-        products.insert(product.id, product.clone());
-        Ok(product)
+        let mut guard = self.0.write().map_err(|_| poisoned())?;
+        Ok(insert(&mut guard.0, name, price))
+    }
+
+    async fn create_keyed(
+        &self,
+        name: Name,
+        price: Price,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Product>, RepositoryError> {
+        let mut guard = self.0.write().map_err(|_| poisoned())?;
+        let (products, keys) = &mut *guard;
+        let same = |first: &Product| first.name == name && first.price == price;
+        keys.create(key, at, same, || Ok(insert(products, name.clone(), price)))
     }
 }
 

@@ -15,6 +15,7 @@
 
 pub mod defaults;
 pub mod entities;
+pub mod idempotency;
 pub mod ports;
 pub mod rate_limit;
 mod repository_error;
@@ -26,6 +27,7 @@ pub mod values;
 pub use entities::{
     Item, ItemBatch, ItemListing, ItemPage, ItemQuery, Product, User, seeded_users,
 };
+pub use idempotency::{IdempotencyKey, KEY_LIFETIME, Keyed};
 pub use ports::{
     DependencyDown, HealthCheck, ItemRepository, ProductRepository, Replaced, Repositories,
     UserRepository,
@@ -33,10 +35,12 @@ pub use ports::{
 pub use rate_limit::{Gcra, RateLimitStore, RateLimitStoreError, RateLimiter, Spent, Verdict};
 pub use repository_error::RepositoryError;
 pub use uploads::{
-    FileWriter, PendingUpload, StoredFile, StoredFiles, StoredName, TextField, TextWriter, Upload,
-    UploadError, UploadPolicy, UploadService, UploadSession, UploadStore, UploadStoreError,
+    FileWriter, PendingUpload, StorageFull, StoredFile, StoredFiles, StoredName, TextField,
+    TextWriter, Upload, UploadError, UploadPolicy, UploadService, UploadSession, UploadStore,
+    UploadStoreError,
 };
 pub use use_cases::{
-    GetItemError, ItemService, Precondition, ProductService, ReplaceItemError, UserService,
+    CreateError, Created, GetItemError, ItemService, Precondition, ProductService,
+    ReplaceItemError, UserService,
 };
 pub use values::{Id, InvalidValue, Name, PageLimit, Price};

@@ -49,10 +49,12 @@
 //! [`async_trait`]: https://docs.rs/async-trait
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 
 use crate::entities::{Item, ItemListing, ItemPage, ItemQuery, Product, User};
+use crate::idempotency::{IdempotencyKey, Keyed};
 pub use crate::repository_error::RepositoryError;
 use crate::values::{Id, Name, Price};
 
@@ -129,6 +131,32 @@ pub trait ItemRepository: Send + Sync {
     /// written; the item MUST then not be stored.
     async fn create(&self, name: Name) -> Result<Item, RepositoryError>;
 
+    /// Creates an item under an idempotency `key` (C7), as of the caller's
+    /// clock `at`, storing the key, `at` and the item's values in the
+    /// item's transaction. A key is live when stored less than
+    /// [`KEY_LIFETIME`](crate::KEY_LIFETIME) before `at`. Implementations MUST:
+    /// - with no live `key`, create as [`create`](Self::create) does and
+    ///   answer [`Keyed::Created`] (an expired key is taken over);
+    /// - with a live `key` of the same name, write nothing and answer
+    ///   [`Keyed::Replayed`] with the item as first created (its id and name
+    ///   then, even if renamed or deleted since); of another name, write
+    ///   nothing and answer [`Keyed::Mismatch`];
+    /// - keep keys of items apart from keys of products;
+    /// - for creates with one key at once, create one item: the others wait
+    ///   for it and replay it (or mismatch), never create a second;
+    /// - remove expired keys without scanning every key (a few per keyed
+    ///   create, through an index on the creation time).
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be
+    /// written; then neither the item nor the key MUST be stored.
+    async fn create_keyed(
+        &self,
+        name: Name,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Item>, RepositoryError>;
+
     /// Gives `item.id` the name `item.name`, atomically.
     ///
     /// When `expected` is `Some`, the write happens only if the current name
@@ -172,6 +200,23 @@ pub trait ProductRepository: Send + Sync {
     /// MUST return [`RepositoryError::Unavailable`] when the store cannot be
     /// written; the product MUST then not be stored.
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError>;
+
+    /// Creates a product under an idempotency `key` (C7), as
+    /// [`ItemRepository::create_keyed`] does for items: the same MUSTs,
+    /// with "the same values" meaning the same name and the same price, and
+    /// a replay answering the product with its id, name and price as first
+    /// created. Keys of products are apart from keys of items.
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be
+    /// written; then neither the product nor the key MUST be stored.
+    async fn create_keyed(
+        &self,
+        name: Name,
+        price: Price,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Product>, RepositoryError>;
 }
 
 /// Read-only storage of users.
@@ -251,8 +296,9 @@ impl DependencyDown {
 ///
 /// ```
 /// # use std::sync::Arc;
+/// # use std::time::SystemTime;
 /// # use async_trait::async_trait;
-/// # use items_domain::{Id, Item, ItemListing, ItemPage, ItemQuery, ItemRepository, Name,
+/// # use items_domain::{IdempotencyKey, Keyed, Id, Item, ItemListing, ItemPage, ItemQuery, ItemRepository, Name,
 /// #     Price, Product, ProductRepository, Replaced, Repositories, RepositoryError, User,
 /// #     UserRepository};
 /// # struct Nothing;
@@ -262,6 +308,7 @@ impl DependencyDown {
 /// #     async fn list_all(&self) -> Result<ItemListing, RepositoryError> { unimplemented!() }
 /// #     async fn get(&self, _: Id) -> Result<Option<Item>, RepositoryError> { Ok(None) }
 /// #     async fn create(&self, _: Name) -> Result<Item, RepositoryError> { unimplemented!() }
+/// #     async fn create_keyed(&self, _: Name, _: &IdempotencyKey, _: SystemTime) -> Result<Keyed<Item>, RepositoryError> { unimplemented!() }
 /// #     async fn replace(&self, _: &Item, _: Option<Name>) -> Result<Replaced, RepositoryError> { unimplemented!() }
 /// #     async fn delete(&self, _: Id) -> Result<bool, RepositoryError> { Ok(false) }
 /// # }
@@ -269,6 +316,7 @@ impl DependencyDown {
 /// # impl ProductRepository for Nothing {
 /// #     async fn list(&self) -> Result<Vec<Product>, RepositoryError> { Ok(vec![]) }
 /// #     async fn create(&self, _: Name, _: Price) -> Result<Product, RepositoryError> { unimplemented!() }
+/// #     async fn create_keyed(&self, _: Name, _: Price, _: &IdempotencyKey, _: SystemTime) -> Result<Keyed<Product>, RepositoryError> { unimplemented!() }
 /// # }
 /// # #[async_trait]
 /// # impl UserRepository for Nothing {

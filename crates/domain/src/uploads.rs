@@ -48,6 +48,24 @@ impl fmt::Display for StoredName {
 #[error("the upload store failed")]
 pub struct UploadStoreError(#[source] pub Box<dyn std::error::Error + Send + Sync>);
 
+impl UploadStoreError {
+    /// The store is full: its bound is reached or its filesystem has no
+    /// room left (C5: the client gets 507, not 500).
+    pub fn full(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self(Box::new(StorageFull(cause.into())))
+    }
+
+    /// Whether this error is [`UploadStoreError::full`].
+    pub fn is_full(&self) -> bool {
+        self.0.is::<StorageFull>()
+    }
+}
+
+/// The cause of an [`UploadStoreError::full`].
+#[derive(Debug, thiserror::Error)]
+#[error("the upload store is full")]
+pub struct StorageFull(#[source] pub Box<dyn std::error::Error + Send + Sync>);
+
 /// A file being received. Its bytes are invisible under any final name until
 /// [`PendingUpload::commit`]; dropping it uncommitted MUST remove every byte
 /// written, which is how a failed request leaves nothing behind.
@@ -119,5 +137,12 @@ mod tests {
         assert!(StoredName::new(name.to_uppercase()).is_none());
         assert!(StoredName::new("../../etc/passwd".to_owned()).is_none());
         assert!(StoredName::new(name[..31].to_owned()).is_none());
+    }
+
+    #[test]
+    fn a_full_store_is_told_apart_from_other_failures_c5() {
+        assert!(UploadStoreError::full("no room").is_full());
+        let other: Box<dyn std::error::Error + Send + Sync> = "broken".into();
+        assert!(!UploadStoreError(other).is_full());
     }
 }

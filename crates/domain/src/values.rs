@@ -20,6 +20,11 @@ use std::sync::Arc;
 pub struct InvalidValue(&'static str);
 
 impl InvalidValue {
+    /// A refusal for the rule `message` (for value types outside this module).
+    pub(crate) const fn new(message: &'static str) -> Self {
+        Self(message)
+    }
+
     /// The human-readable rule that was broken.
     pub fn message(&self) -> &'static str {
         self.0

@@ -88,7 +88,9 @@ pub trait Fixture: Sized {
 ///
 /// - `repositories`: `setup` is a [`RepositoryFixture`] (plain
 ///   [`Repositories`] are one); the checks of [`repositories::items`],
-///   [`repositories::products`] and [`repositories::users`] run.
+///   [`repositories::products`], [`repositories::users`] and
+///   [`repositories::stores`] (those that need the whole store, such as
+///   idempotency keys of items and products kept apart, C7) run.
 /// - `items`: `setup` is an [`ItemRepositoryFixture`] (an `Arc` of an
 ///   `ItemRepository` is one), for a store that has only items; the checks
 ///   of [`repositories::items`] run.
@@ -113,6 +115,8 @@ macro_rules! contract_tests {
                 |fixture| $crate::RepositoryFixture::repositories(&fixture).products);
             $crate::__checks!(users, tests $setup, users,
                 |fixture| $crate::RepositoryFixture::repositories(&fixture).users);
+            $crate::__checks!(stores, tests $setup, stores,
+                |fixture| $crate::RepositoryFixture::repositories(&fixture));
         }
     };
     (items $module:ident = $setup:expr) => {
@@ -157,11 +161,22 @@ macro_rules! __checks {
             every_write_changes_the_listing_version_c7_c10,
             the_full_listing_streams_every_item_in_id_order_c10,
             a_write_during_a_listing_never_mixes_into_it_c7_c10,
+            a_repeated_key_replays_the_item_as_first_created_and_creates_nothing_c7,
+            a_key_repeated_with_another_name_is_a_mismatch_and_creates_nothing_c7,
+            keys_expire_after_24_hours_and_may_then_be_reused_c7,
+            concurrent_creates_under_one_key_create_one_item_c7,
         ] $($then)* }
     };
     (products, $($then:tt)*) => {
         $crate::__checks! { @apply [
             products_get_counter_ids_and_keep_their_price_c2_c3,
+            a_repeated_product_key_replays_the_first_product_and_refuses_other_values_c7,
+            product_keys_expire_after_24_hours_c7,
+        ] $($then)* }
+    };
+    (stores, $($then:tt)*) => {
+        $crate::__checks! { @apply [
+            keys_of_items_and_products_are_apart_c7,
         ] $($then)* }
     };
     (users, $($then:tt)*) => {
@@ -173,6 +188,7 @@ macro_rules! __checks {
         $crate::__checks! { @apply [
             a_committed_upload_holds_exactly_the_written_bytes_under_its_name_c4_c5,
             a_dropped_upload_leaves_nothing_behind_c5,
+            an_upload_abandoned_mid_begin_or_mid_write_leaves_nothing_c5,
             each_commit_gets_a_new_name_and_keeps_the_others_c4,
             remove_deletes_a_committed_file_and_ignores_a_missing_one,
         ] $($then)* }
@@ -207,7 +223,7 @@ pub mod __private {
     use futures_util::FutureExt;
 
     use crate::Fixture;
-    pub use crate::repositories::{items, products, users};
+    pub use crate::repositories::{items, products, stores, users};
     pub use crate::uploads as upload_store;
 
     /// Runs one check to its end on a runtime of its own, the one
@@ -269,6 +285,7 @@ mod tests {
             include_str!("repositories/items/writes.rs"),
             include_str!("repositories/items/pages.rs"),
             include_str!("repositories/items/full_listing.rs"),
+            include_str!("repositories/items/keys.rs"),
         ]
         .into_iter()
         .flat_map(public_checks)
@@ -286,6 +303,16 @@ mod tests {
         assert_eq!(
             listed, public,
             "`__checks!(products)` must list exactly the public checks of repositories/products.rs"
+        );
+    }
+
+    #[test]
+    fn contract_tests_runs_every_public_whole_store_check() {
+        let listed = BTreeSet::from(crate::__checks!(stores, names));
+        let public = public_checks(include_str!("repositories/stores.rs"));
+        assert_eq!(
+            listed, public,
+            "`__checks!(stores)` must list exactly the public checks of repositories/stores.rs"
         );
     }
 
@@ -308,12 +335,12 @@ mod tests {
         let items = include_str!("repositories/items.rs");
         assert_eq!(
             public_modules(repositories),
-            BTreeSet::from(["items", "products", "users"]),
+            BTreeSet::from(["items", "products", "stores", "users"]),
             "the repository checks are in the modules `contract_tests!` runs"
         );
         assert_eq!(
             public_modules(items),
-            BTreeSet::from(["full_listing", "ids", "pages", "writes"]),
+            BTreeSet::from(["full_listing", "ids", "keys", "pages", "writes"]),
             "the item checks are in the files the item guard reads"
         );
         assert_eq!(

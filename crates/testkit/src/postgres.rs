@@ -104,7 +104,7 @@ impl ScratchDatabase {
 mod service_store {
     use std::time::Duration;
 
-    use items_adapters::postgres::{DEFAULT_POOL_SIZE, PostgresStore};
+    use items_adapters::postgres::{PostgresSettings, PostgresStore};
     use sqlx::postgres::PgConnectOptions;
 
     use super::{ScratchDatabase, test_database_url};
@@ -138,16 +138,25 @@ mod service_store {
         pub async fn connect_with(
             connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions,
         ) -> Self {
+            Self::connect_with_settings(connect, PostgresSettings::default()).await
+        }
+
+        /// [`ScratchStore::connect_with`] with the store's `settings` (a
+        /// short statement budget, say).
+        ///
+        /// # Panics
+        /// As [`ScratchStore::create`].
+        pub async fn connect_with_settings(
+            connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions,
+            settings: PostgresSettings,
+        ) -> Self {
             let database = ScratchDatabase::create(&test_database_url())
                 .await
                 .expect("a scratch database on the test server");
-            let store = PostgresStore::connect(
-                connect(&database),
-                DEFAULT_POOL_SIZE,
-                Duration::from_secs(5),
-            )
-            .await
-            .expect("connects and migrates");
+            let store =
+                PostgresStore::connect_with(connect(&database), settings, Duration::from_secs(5))
+                    .await
+                    .expect("connects and migrates");
             Self { store, database }
         }
     }

@@ -4,6 +4,8 @@
 //! - [`items`]: the checks of [`ItemRepository`], each on a fresh, empty
 //!   `Arc<dyn ItemRepository>`;
 //! - [`products`]: the checks of [`ProductRepository`];
+//! - [`stores`]: the checks that need a whole store's repositories
+//!   (idempotency keys of items and products kept apart, C7);
 //! - [`users`]: the check of [`UserRepository`] (the users seeded as C4
 //!   says, [`items_domain::seeded_users`]).
 //!
@@ -19,6 +21,7 @@
 
 pub mod items;
 pub mod products;
+pub mod stores;
 pub mod users;
 
 use std::sync::Arc;

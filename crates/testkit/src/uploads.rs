@@ -75,6 +75,40 @@ pub async fn a_dropped_upload_leaves_nothing_behind_c5(fixture: &impl UploadStor
     );
 }
 
+/// C5: a request whose client vanishes has its future dropped at any
+/// `await`: an upload abandoned while `begin` or `write` is still running
+/// leaves nothing once the store's work has settled (a disk store that
+/// created its file on a thread after the caller left used to leave an
+/// empty temporary file per reset, issue 20).
+pub async fn an_upload_abandoned_mid_begin_or_mid_write_leaves_nothing_c5(
+    fixture: &impl UploadStoreFixture,
+) {
+    let store = fixture.store();
+    for _ in 0..20 {
+        // Polled once, then dropped: whatever the store started is orphaned.
+        let _ = futures_util::FutureExt::now_or_never(store.begin());
+    }
+    for _ in 0..20 {
+        let mut upload = store.begin().await.answer("begin an upload");
+        let _ = futures_util::FutureExt::now_or_never(upload.write(&[9; 100_000]));
+    }
+
+    // Work the store handed to other threads ends on its own time.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut contents = fixture.contents().await;
+    while !contents.is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        contents = fixture.contents().await;
+    }
+    assert_eq!(
+        contents,
+        BTreeMap::new(),
+        "C5: uploads abandoned mid-begin or mid-write leave nothing: dropped 20 begins and 20 \
+         writes after one poll each and waited 5 s; the store holds {}",
+        described(&contents)
+    );
+}
+
 /// C4: every commit gets a name of its own, so one upload never replaces
 /// another.
 pub async fn each_commit_gets_a_new_name_and_keeps_the_others_c4(

@@ -5,15 +5,23 @@
 //! on commit. Same directory, so the commit is one atomic `rename` on the
 //! same filesystem: a reader never sees half a file under a final name.
 //! A pending file that is dropped uncommitted — a failed request, a client
-//! that went away, an I/O error — is deleted in `Drop`. A crash skips `Drop`,
-//! so [`DiskUploadStore::open`] sweeps leftover temporary files at start.
+//! that went away, an I/O error — is deleted in `Drop` (`pending.rs`). A crash
+//! skips `Drop`, so [`DiskUploadStore::open`] sweeps leftover temporary files
+//! at start. The bytes stored are counted against `UPLOADS_MAX_BYTES`
+//! ([`usage`]).
+
+mod pending;
+pub mod usage;
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use items_domain::{PendingUpload, StoredName, UploadStore, UploadStoreError};
-use tokio::io::AsyncWriteExt;
+
+use pending::{DiskPendingUpload, failed};
+use usage::Usage;
 
 /// Temporary files start with this; no stored name can (those are hex).
 const TEMP_PREFIX: &str = ".upload-";
@@ -22,29 +30,67 @@ const TEMP_PREFIX: &str = ".upload-";
 #[derive(Debug, Clone)]
 pub struct DiskUploadStore {
     directory: PathBuf,
+    usage: Arc<Usage>,
 }
 
 impl DiskUploadStore {
+    /// [`DiskUploadStore::open_bounded`] with no bound but the disk's.
+    ///
+    /// # Errors
+    /// Any I/O error opening it: the directory is unusable.
+    pub fn open(directory: impl Into<PathBuf>) -> io::Result<Self> {
+        Self::open_bounded(directory, 0)
+    }
+
     /// Creates the directory if missing, proves it is writable by creating
-    /// and removing a temporary file, and removes temporary files left by a
-    /// previous run that crashed.
+    /// and removing a temporary file, removes temporary files left by a
+    /// previous run that crashed, and counts the bytes of the files it
+    /// holds: from then on the store keeps that count itself, and refuses
+    /// the chunk that would take it past `max_bytes` (0: no bound).
     ///
     /// # Errors
     /// Any I/O error doing so: the directory is unusable.
-    pub fn open(directory: impl Into<PathBuf>) -> io::Result<Self> {
+    pub fn open_bounded(directory: impl Into<PathBuf>, max_bytes: u64) -> io::Result<Self> {
         let directory = directory.into();
         std::fs::create_dir_all(&directory)?;
         let probe = directory.join(format!("{TEMP_PREFIX}{}", random_hex()?));
         std::fs::File::create(&probe)?;
         std::fs::remove_file(&probe)?;
-        for entry in std::fs::read_dir(&directory)? {
-            let entry = entry?;
-            if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
-                std::fs::remove_file(entry.path())?;
-            }
-        }
-        Ok(Self { directory })
+        let stored = sweep_and_count(&directory)?;
+        Ok(Self {
+            directory,
+            usage: Arc::new(Usage::new(stored, max_bytes)),
+        })
     }
+
+    /// Sets the gauges of [`usage`] to the bytes counted now and the bound;
+    /// called when `/metrics` is scraped (C11).
+    pub fn record_metrics(&self) {
+        metrics::gauge!(usage::STORED_BYTES).set(self.usage.stored() as f64);
+        metrics::gauge!(usage::MAX_BYTES).set(self.usage.max() as f64);
+    }
+
+    /// The bytes counted now: files kept plus bytes being received.
+    pub fn stored_bytes(&self) -> u64 {
+        self.usage.stored()
+    }
+}
+
+/// Removes leftover temporary files and adds up the sizes of the others.
+fn sweep_and_count(directory: &Path) -> io::Result<u64> {
+    let mut stored: u64 = 0;
+    for entry in std::fs::read_dir(directory)? {
+        let entry = entry?;
+        if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+            std::fs::remove_file(entry.path())?;
+            continue;
+        }
+        let metadata = entry.metadata()?;
+        if metadata.is_file() {
+            stored = stored.saturating_add(metadata.len());
+        }
+    }
+    Ok(stored)
 }
 
 /// 128 bits from the operating system's generator, as 32 lowercase hex digits.
@@ -54,83 +100,34 @@ fn random_hex() -> io::Result<String> {
     Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
 }
 
-fn failed(error: io::Error) -> UploadStoreError {
-    UploadStoreError(Box::new(error))
-}
-
 #[async_trait]
 impl UploadStore for DiskUploadStore {
     async fn begin(&self) -> Result<Box<dyn PendingUpload>, UploadStoreError> {
-        let temporary = self
-            .directory
-            .join(format!("{TEMP_PREFIX}{}", random_hex().map_err(failed)?));
-        let file = tokio::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)
-            .await
-            .map_err(failed)?;
-        Ok(Box::new(DiskPendingUpload {
-            file: Some(file),
-            temporary,
-            directory: self.directory.clone(),
-            committed: false,
-        }))
+        // Created on a blocking thread that owns the result: see `pending`.
+        let directory = self.directory.clone();
+        let usage = Arc::clone(&self.usage);
+        let pending =
+            tokio::task::spawn_blocking(move || DiskPendingUpload::create(directory, usage))
+                .await
+                .map_err(|error| UploadStoreError(Box::new(error)))?
+                .map_err(failed)?;
+        Ok(Box::new(pending))
     }
 
     async fn remove(&self, name: &StoredName) -> Result<(), UploadStoreError> {
-        match tokio::fs::remove_file(self.directory.join(name.as_str())).await {
-            Err(error) if error.kind() != io::ErrorKind::NotFound => Err(failed(error)),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// A file being received into `.upload-<random>`.
-#[derive(Debug)]
-struct DiskPendingUpload {
-    file: Option<tokio::fs::File>,
-    temporary: PathBuf,
-    directory: PathBuf,
-    committed: bool,
-}
-
-#[async_trait]
-impl PendingUpload for DiskPendingUpload {
-    async fn write(&mut self, chunk: &[u8]) -> Result<(), UploadStoreError> {
-        let file = self
-            .file
-            .as_mut()
-            .ok_or_else(|| failed(io::Error::other("the file is closed")))?;
-        file.write_all(chunk).await.map_err(failed)
-    }
-
-    async fn commit(mut self: Box<Self>) -> Result<StoredName, UploadStoreError> {
-        if let Some(mut file) = self.file.take() {
-            // Flush tokio's buffer and close the file before the rename. No
-            // fsync: an upload that a crash loses right after its 201 is the
-            // same trade every Express/multer service makes, and fsync per
-            // file would dominate small uploads.
-            file.flush().await.map_err(failed)?;
-        }
-        let hex = random_hex().map_err(failed)?;
-        let name =
-            StoredName::new(hex).ok_or_else(|| failed(io::Error::other("bad random name")))?;
-        tokio::fs::rename(&self.temporary, self.directory.join(name.as_str()))
-            .await
-            .map_err(failed)?;
-        self.committed = true;
-        Ok(name)
-    }
-}
-
-impl Drop for DiskPendingUpload {
-    fn drop(&mut self) {
-        if !self.committed {
-            // Close first, then delete; errors cannot be reported from Drop,
-            // and the start-up sweep catches whatever is left.
-            drop(self.file.take());
-            let _ = std::fs::remove_file(&self.temporary);
+        let path = self.directory.join(name.as_str());
+        let size = match tokio::fs::metadata(&path).await {
+            Ok(metadata) => metadata.len(),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(failed(error)),
+        };
+        match tokio::fs::remove_file(&path).await {
+            Ok(()) => {
+                self.usage.release(size);
+                Ok(())
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(error) => Err(failed(error)),
         }
     }
 }
@@ -164,6 +161,59 @@ mod tests {
 
         assert_eq!(listing(&directory), ["0123456789abcdef0123456789abcdef"]);
         assert!(DiskUploadStore::open(parent.path().join("fresh")).is_ok());
+    }
+
+    #[test]
+    fn opening_counts_the_bytes_already_stored_but_not_stale_temporary_files_c5() {
+        let directory = tempfile::tempdir().unwrap();
+        std::fs::write(directory.path().join(".upload-0123"), [0u8; 500]).unwrap();
+        std::fs::write(directory.path().join("a"), [0u8; 1_000]).unwrap();
+        std::fs::write(directory.path().join("b"), [0u8; 234]).unwrap();
+        std::fs::create_dir(directory.path().join("not-a-file")).unwrap();
+
+        let store = DiskUploadStore::open_bounded(directory.path(), 2_000).unwrap();
+
+        assert_eq!(store.stored_bytes(), 1_234);
+    }
+
+    #[tokio::test]
+    async fn a_write_past_the_bound_is_full_and_dropping_gives_its_bytes_back_c5() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = DiskUploadStore::open_bounded(directory.path(), 100).unwrap();
+        let mut upload = store.begin().await.unwrap();
+        upload.write(&[1; 60]).await.unwrap();
+
+        let refused = upload.write(&[1; 41]).await.unwrap_err();
+
+        assert!(refused.is_full());
+        assert_eq!(store.stored_bytes(), 60);
+        drop(upload);
+        assert_eq!(store.stored_bytes(), 0);
+        assert!(listing(directory.path()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn committed_bytes_stay_counted_until_removed_c5() {
+        let directory = tempfile::tempdir().unwrap();
+        let store = DiskUploadStore::open_bounded(directory.path(), 100).unwrap();
+        let mut upload = store.begin().await.unwrap();
+        upload.write(&[1; 70]).await.unwrap();
+        let name = upload.commit().await.unwrap();
+        assert_eq!(store.stored_bytes(), 70);
+
+        store.remove(&name).await.unwrap();
+        store.remove(&name).await.unwrap();
+
+        assert_eq!(store.stored_bytes(), 0);
+    }
+
+    #[test]
+    fn a_full_disk_or_quota_is_full_other_errors_are_not_c5() {
+        // Linux: ENOSPC 28, EDQUOT 122, EFBIG 27, EACCES 13.
+        for full in [28, 122, 27] {
+            assert!(pending::failed(io::Error::from_raw_os_error(full)).is_full());
+        }
+        assert!(!pending::failed(io::Error::from_raw_os_error(13)).is_full());
     }
 
     #[test]

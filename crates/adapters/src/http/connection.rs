@@ -8,7 +8,7 @@
 //! kept its connection (and a file descriptor) after its 200, 429 or 408;
 //! one was still open 230 s later. actix-http closes instead when the
 //! request's payload is unfinished *and still held* when the response is
-//! written, so [`close_when_done`] holds it: the response body keeps the
+//! written, so [`finish`] holds it: the response body keeps the
 //! payload until the last byte is written, whatever the handler did with it.
 
 use std::cell::RefCell;
@@ -46,16 +46,22 @@ impl Draining {
     }
 }
 
-/// The middleware: gives the routes a view of the request's body that
-/// remembers whether it reached its end, and answers with `Connection:
-/// close` when the service is stopping or (by holding the unfinished body
-/// until the response is written) when the body was not read to its end.
+/// The middleware form of [`watch_body`] and [`finish`], for a server
+/// without the public edge (the admin listener).
 pub(crate) async fn close_when_done(
     draining: Draining,
     mut request: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let body = match request.take_payload() {
+    let body = watch_body(&mut request);
+    let response = next.call(request).await?;
+    Ok(finish(response, body.as_ref(), &draining))
+}
+
+/// Gives the routes a view of the request's body that remembers whether it
+/// reached its end; `None` when the request has no body.
+pub(crate) fn watch_body(request: &mut ServiceRequest) -> Option<WatchedBody> {
+    match request.take_payload() {
         Payload::None => None,
         payload => {
             let shared = Rc::new(SharedBody {
@@ -65,26 +71,41 @@ pub(crate) async fn close_when_done(
             request.set_payload(Payload::Stream {
                 payload: Box::pin(BodyView(Rc::clone(&shared))),
             });
-            Some(shared)
+            Some(WatchedBody(shared))
         }
-    };
-    let mut response = next.call(request).await?;
+    }
+}
+
+/// Answers with `Connection: close` when the service is stopping or (by
+/// holding the unfinished body until the response is written) when the
+/// request's body was not read to its end.
+pub(crate) fn finish<B: MessageBody + 'static>(
+    mut response: ServiceResponse<B>,
+    body: Option<&WatchedBody>,
+    draining: &Draining,
+) -> ServiceResponse<BoxBody> {
     if draining.has_begun() {
         response
             .response_mut()
             .head_mut()
             .set_connection_type(ConnectionType::Close);
     }
-    Ok(match body {
-        Some(body) if !body.ended.get() => response.map_body(|_, inner| {
-            BoxBody::new(HoldingBody {
-                inner: inner.boxed(),
-                _request_body: body,
+    match body {
+        Some(WatchedBody(body)) if !body.ended.get() => {
+            let body = Rc::clone(body);
+            response.map_body(|_, inner| {
+                BoxBody::new(HoldingBody {
+                    inner: inner.boxed(),
+                    _request_body: body,
+                })
             })
-        }),
+        }
         _ => response.map_into_boxed_body(),
-    })
+    }
 }
+
+/// A request body seen by [`watch_body`].
+pub(crate) struct WatchedBody(Rc<SharedBody>);
 
 /// The request's body, shared by the route's view of it and, once the
 /// response is built, by the response body that holds it.

@@ -4,7 +4,7 @@
 //! credentials, the service's methods, any request header, the exposed
 //! headers of C8 and a max-age. It answers preflights itself, before the rate
 //! limiter, so they are never counted (it is registered outside it). Two gaps
-//! are closed by [`preflight_status`]:
+//! are closed by [`answer_preflight`]:
 //! - it answers preflights `200`; C8 prefers `204`, as Express' `cors` does;
 //! - it answers a preflight it rejects (a method outside the list, a bad
 //!   header) with a bare `400`. C8 wants every preflight to get a 2xx: the
@@ -14,18 +14,18 @@
 
 use actix_cors::Cors;
 use actix_web::HttpResponse;
-use actix_web::body::{BoxBody, MessageBody};
+use actix_web::body::BoxBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, StatusCode};
-use actix_web::middleware::Next;
 
 /// Every method some route of the service answers (spec §4, C7).
 const METHODS: [&str; 6] = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"];
 /// How long a browser may cache a preflight answer (one day, PostgREST's choice).
 const MAX_AGE_SECS: usize = 86_400;
-/// The response headers a browser script may read (C8).
-const EXPOSED: [&str; 9] = [
+/// The response headers a browser script may read (C8), and
+/// `Idempotent-Replayed` (C7), so a browser client can tell a replay.
+const EXPOSED: [&str; 10] = [
     "etag",
     "location",
     "link",
@@ -35,6 +35,7 @@ const EXPOSED: [&str; 9] = [
     "ratelimit-limit",
     "ratelimit-remaining",
     "ratelimit-reset",
+    "idempotent-replayed",
 ];
 
 /// The actix-cors middleware configured for C8.
@@ -50,23 +51,15 @@ pub(crate) fn cors() -> Cors {
 
 /// A preflight as actix-cors recognises one: `OPTIONS` with
 /// `Access-Control-Request-Method`.
-fn is_preflight(request: &ServiceRequest) -> bool {
+pub(crate) fn is_preflight(request: &ServiceRequest) -> bool {
     request.method() == Method::OPTIONS
         && request
             .headers()
             .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
 }
 
-/// Middleware around [`cors`]: every preflight answer becomes a `204`.
-pub(crate) async fn preflight_status(
-    request: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let preflight = is_preflight(&request);
-    let mut response = next.call(request).await?.map_into_boxed_body();
-    if !preflight {
-        return Ok(response);
-    }
+/// What becomes of actix-cors' answer to a preflight: always a `204`.
+pub(crate) fn answer_preflight(mut response: ServiceResponse<BoxBody>) -> ServiceResponse<BoxBody> {
     match response.status() {
         StatusCode::OK => *response.response_mut().status_mut() = StatusCode::NO_CONTENT,
         status if status.is_client_error() => {
@@ -83,5 +76,5 @@ pub(crate) async fn preflight_status(
         }
         _ => {}
     }
-    Ok(response)
+    response
 }

@@ -3,14 +3,14 @@
 //! (the Prometheus exporter) keeps and renders the values. Without a
 //! recorder every call here is a no-op.
 
-use std::time::Instant;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::Duration;
 
-use actix_web::body::MessageBody;
-use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::{Method, StatusCode};
-use actix_web::middleware::Next;
 use metrics::{
-    Gauge, Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+    Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge,
+    histogram,
 };
 
 /// Latency of every request, by `method`, `route` (template) and `status`.
@@ -61,64 +61,74 @@ pub(crate) fn count_uploaded_bytes(bytes: u64) {
     counter!(UPLOADED_BYTES).increment(bytes);
 }
 
-/// The handles the middleware records into, looked up once per server
-/// rather than once per request. Made after the binary installed its
-/// recorder (before that, every handle is a no-op).
-#[derive(Clone)]
+/// The request metrics of one worker thread: the in-flight gauge, and the
+/// duration histograms by method, route and status, each looked up in the
+/// recorder once and then kept, so a request records with no allocation
+/// and no lock. Made by each worker after the binary installed its recorder
+/// (before that, every handle is a no-op).
 pub(crate) struct RequestMetrics {
     in_flight: Gauge,
+    /// Keyed by the method label, the route template's address and length
+    /// (the template lives in the worker's route table, as long as this
+    /// cache) and the status. The key space is bounded by the route table,
+    /// nine method labels and the status codes.
+    durations: RefCell<HashMap<DurationKey, Histogram>>,
 }
+
+/// Method label, route template address and length, status.
+type DurationKey = (&'static str, usize, usize, u16);
 
 impl RequestMetrics {
     pub(crate) fn new() -> Self {
         Self {
             in_flight: gauge!(REQUESTS_IN_FLIGHT),
+            durations: RefCell::default(),
         }
     }
-}
 
-/// Middleware: counts the request in flight while it is served and records
-/// its duration. The route label is the template actix matched
-/// (`/items/{id}`), never the raw path, so the number of series is bounded by
-/// the route table.
-pub(crate) async fn record_request(
-    metrics: RequestMetrics,
-    request: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let started = Instant::now();
-    let method = method_label(request.method());
-    let _in_flight = InFlight::enter(metrics.in_flight);
-    let result = next.call(request).await;
-    let (route, status) = match &result {
-        Ok(response) => (
-            response
-                .request()
-                .match_pattern()
-                .map_or(UNMATCHED_ROUTE.into(), metrics::SharedString::from),
-            response.status(),
-        ),
-        // Inner layers render their own errors; what reaches here is
-        // actix-web's, answered before any route ran.
-        Err(error) => (
-            UNMATCHED_ROUTE.into(),
-            error.as_response_error().status_code(),
-        ),
-    };
-    histogram!(
-        REQUEST_DURATION,
-        "method" => method,
-        "route" => route,
-        "status" => status_label(status),
-    )
-    .record(started.elapsed().as_secs_f64());
-    result
+    /// Counts a request in flight until the guard is dropped: when the
+    /// response is ready, or when the client went away and actix dropped the
+    /// request's future.
+    pub(crate) fn enter(&self) -> InFlight {
+        InFlight::enter(self.in_flight.clone())
+    }
+
+    /// Records a request's duration under its method, route template (the
+    /// template actix matched, never the raw path, so the number of series
+    /// is bounded by the route table; `None`: [`UNMATCHED_ROUTE`]) and
+    /// status.
+    pub(crate) fn record(
+        &self,
+        method: &Method,
+        route: Option<&str>,
+        status: StatusCode,
+        elapsed: Duration,
+    ) {
+        let method = method_label(method);
+        let route = route.unwrap_or(UNMATCHED_ROUTE);
+        let key = (
+            method,
+            route.as_ptr() as usize,
+            route.len(),
+            status.as_u16(),
+        );
+        let mut durations = self.durations.borrow_mut();
+        let histogram = durations.entry(key).or_insert_with(|| {
+            histogram!(
+                REQUEST_DURATION,
+                "method" => method,
+                "route" => route.to_owned(),
+                "status" => status_label(status),
+            )
+        });
+        histogram.record(elapsed.as_secs_f64());
+    }
 }
 
 /// The in-flight gauge, raised for as long as this guard lives: dropped when
 /// the response is ready, or when the client went away and actix dropped the
 /// request's future.
-struct InFlight(Gauge);
+pub(crate) struct InFlight(Gauge);
 
 impl InFlight {
     fn enter(gauge: Gauge) -> Self {

@@ -12,8 +12,10 @@ mod body;
 mod conditional;
 mod connection;
 mod cors;
+mod edge;
 mod fields;
 mod header_list;
+mod idempotency;
 mod items;
 pub mod metrics;
 mod multipart;
@@ -36,6 +38,7 @@ use items_domain::{
 pub use admin::{AdminServer, Readiness, RenderMetrics};
 pub use body::BodyLimits;
 pub use connection::Draining;
+pub use edge::CLIENT_CLOSED;
 pub use rate_limit::RateLimitSettings;
 pub use routes::route_table;
 pub use server::HttpServer;

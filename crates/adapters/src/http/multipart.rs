@@ -56,7 +56,13 @@ pub(crate) async fn receive(
         drain(&mut parts).await;
         return Err(error);
     }
-    Ok(session.finish().await?)
+    // The commit runs as a task of its own: a client that vanishes while
+    // its files are renamed drops this future, not the commit, so the
+    // files end all kept or all removed (C5), never some of each.
+    actix_web::rt::spawn(session.finish())
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::from)
 }
 
 /// The multipart stream, never polled again once it has ended or failed:

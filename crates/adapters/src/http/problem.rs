@@ -10,7 +10,7 @@ use std::fmt;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpResponse, HttpResponseBuilder, ResponseError};
-use items_domain::RepositoryError;
+use items_domain::{CreateError, RepositoryError};
 use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -27,6 +27,8 @@ pub(crate) const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
 pub enum Location {
     Body,
     Query,
+    /// A request header (`Idempotency-Key`, C7), as express-validator names it.
+    Headers,
 }
 
 /// One refused value (C6), shaped like express-validator's entries.
@@ -77,14 +79,22 @@ pub enum ApiError {
     MethodNotAllowed { allow: String },
     /// 408 problem: the client sent its body too slowly.
     RequestTimeout,
+    /// 409 problem with `Retry-After`: a create with the same
+    /// `Idempotency-Key` is still in flight (C7).
+    KeyInFlight,
     /// 412 problem: `If-Match` did not match the current item (C7).
     PreconditionFailed,
     /// 413 problem: the body or a file is larger than allowed (C3, C5).
     PayloadTooLarge { detail: String },
     /// 415 problem: the body is not of the media type the route reads (C3, C5).
     UnsupportedMediaType { expected: &'static str },
+    /// 422 problem: the `Idempotency-Key` was used with another body (C7).
+    KeyReused,
     /// 429 problem with `Retry-After` (C9); the rate limiter adds its headers.
     TooManyRequests { retry_after_secs: u64 },
+    /// 507 problem: the uploads bound (`UPLOADS_MAX_BYTES`) or the disk is
+    /// full, so nothing was kept (C5); the cause is logged.
+    InsufficientStorage(Box<dyn std::error::Error + Send + Sync>),
     /// 503 problem with `Retry-After`: a store is unreachable; the cause is logged.
     Unavailable(RepositoryError),
     /// 500 problem: a bug or an I/O failure; the cause is logged, never sent.
@@ -120,6 +130,13 @@ impl ApiError {
             Self::RouteNotFound => "No route has this path.".to_owned(),
             Self::MethodNotAllowed { allow } => format!("This route allows only: {allow}."),
             Self::RequestTimeout => "The request body arrived too slowly.".to_owned(),
+            Self::KeyInFlight => {
+                "A request with this Idempotency-Key is still in progress; retry later.".to_owned()
+            }
+            Self::KeyReused => {
+                "This Idempotency-Key was used with another request body; nothing was created."
+                    .to_owned()
+            }
             Self::PreconditionFailed => {
                 "If-Match does not match the current representation; nothing was changed."
                     .to_owned()
@@ -130,6 +147,9 @@ impl ApiError {
             }
             Self::Unavailable(_) => {
                 "The service is temporarily unavailable; retry later.".to_owned()
+            }
+            Self::InsufficientStorage(_) => {
+                "There is no room left to store uploads; nothing was kept.".to_owned()
             }
             Self::Internal(_) => "The server failed to answer this request.".to_owned(),
         }
@@ -143,6 +163,16 @@ impl fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+impl From<CreateError> for ApiError {
+    fn from(error: CreateError) -> Self {
+        match error {
+            CreateError::KeyReused => Self::KeyReused,
+            CreateError::KeyInFlight => Self::KeyInFlight,
+            CreateError::Unavailable(error) => Self::Unavailable(error),
+        }
+    }
+}
 
 impl From<RepositoryError> for ApiError {
     fn from(error: RepositoryError) -> Self {
@@ -212,11 +242,14 @@ impl ResponseError for ApiError {
             Self::ItemNotFound | Self::RouteNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            Self::KeyInFlight => StatusCode::CONFLICT,
             Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
+            Self::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -235,12 +268,18 @@ impl ResponseError for ApiError {
             Self::TooManyRequests { retry_after_secs } => {
                 problem().header(header::RETRY_AFTER, retry_after_secs.to_string())
             }
+            // The first request is usually done within a second.
+            Self::KeyInFlight => problem().header(header::RETRY_AFTER, "1"),
             Self::Unavailable(cause) => {
                 tracing::warn!(error = %ErrorChain(cause), "store unavailable");
                 problem().header(
                     header::RETRY_AFTER,
                     Self::RETRY_UNAVAILABLE_SECS.to_string(),
                 )
+            }
+            Self::InsufficientStorage(cause) => {
+                tracing::warn!(error = %ErrorChain(cause.as_ref()), "uploads storage full");
+                problem()
             }
             Self::Internal(cause) => {
                 tracing::error!(error = %ErrorChain(cause.as_ref()), "internal error");
@@ -249,6 +288,7 @@ impl ResponseError for ApiError {
             Self::RouteNotFound
             | Self::RequestTimeout
             | Self::PreconditionFailed
+            | Self::KeyReused
             | Self::PayloadTooLarge { .. }
             | Self::UnsupportedMediaType { .. } => problem(),
         }

@@ -1,7 +1,7 @@
 //! `/products` and `/products/{id}` (spec §4 "Users and products", C3, C4, C7).
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use items_domain::{Product, ProductService};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 
 use super::body::JsonObject;
 use super::fields;
+use super::idempotency;
 use super::problem::{ApiError, Problem};
 use super::respond;
 
@@ -81,34 +82,45 @@ pub(crate) async fn list(service: web::Data<ProductService>) -> Result<HttpRespo
 }
 
 /// `POST /products`: 201 with the product and its `Location`; both fields are
-/// checked and every refusal reported (C3).
+/// checked and every refusal reported (C3); with an `Idempotency-Key`, a
+/// repeat answers the first product again (C7).
 #[utoipa::path(
     post,
     path = "/products",
     tag = "products",
-    summary = "Create a product",
+    summary = "Create a product (idempotent with an Idempotency-Key, C7)",
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters. A repeat with the same key and body (name and price) within 24 hours answers the first `201` again and creates nothing; keys of products are apart from keys of items (C7)", min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$")
+    ),
     request_body(content = ProductBody, content_type = "application/json"),
     responses(
-        (status = 201, description = "The created product", body = ProductDto, headers(
-            ("Location" = String, description = "The new product, e.g. `/products/7`")
+        (status = 201, description = "The created product, or the product the first request with this `Idempotency-Key` created", body = ProductDto, headers(
+            ("Location" = String, description = "The new product, e.g. `/products/7`"),
+            ("Idempotent-Replayed" = String, description = "`true` when this answers an earlier request with the same `Idempotency-Key` (C7)")
         )),
-        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = Problem, content_type = "application/problem+json")
+        (status = 400, description = "Invalid request; `errors` lists each refused value, the `Idempotency-Key` header included (C3, C6)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A request with this `Idempotency-Key` is still in progress; retry after `Retry-After` (C7)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "This `Idempotency-Key` was used within 24 hours with another body; nothing was created (C7)", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn create(
     service: web::Data<ProductService>,
+    request: HttpRequest,
     JsonObject(body): JsonObject<ProductBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let (name, price) =
-        fields::all_valid(match (fields::name(body.name), fields::price(body.price)) {
-            (Ok(name), Ok(price)) => Ok((name, price)),
-            (name, price) => Err(name.err().into_iter().chain(price.err()).collect()),
-        })?;
-    let product = service.create(name, price).await?;
-    respond::created(
-        format!("/products/{}", product.id),
-        &ProductDto::from(&product),
-    )
+    let body = match (fields::name(body.name), fields::price(body.price)) {
+        (Ok(name), Ok(price)) => Ok((name, price)),
+        (name, price) => Err(name.err().into_iter().chain(price.err()).collect()),
+    };
+    let ((name, price), key) = idempotency::with_key(&request, body)?;
+    let location = |product: &Product| format!("/products/{}", product.id);
+    let Some(key) = key else {
+        let product = service.create(name, price).await?;
+        return respond::created(location(&product), &ProductDto::from(&product));
+    };
+    let created = service.create_once(name, price, &key).await?;
+    let product = &created.value;
+    idempotency::created(&created, location(product), &ProductDto::from(product))
 }
 
 /// The message of `GET /products/{id}` (C4).

@@ -68,10 +68,13 @@ struct Resource {
 }
 
 impl Resource {
+    /// The resource at `path`, named after its template: the name is what
+    /// the metrics label a request with (`HttpRequest::match_name`, which
+    /// unlike `match_pattern` neither re-matches the path nor allocates).
     fn at(path: &str) -> Self {
         Self {
             path: path.to_owned(),
-            resource: web::resource(path),
+            resource: web::resource(path).name(path),
             methods: Vec::new(),
         }
     }

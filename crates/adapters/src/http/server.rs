@@ -3,20 +3,19 @@
 
 use std::future::Future;
 use std::net::TcpListener;
+use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use actix_web::body::{BoxBody, MessageBody};
-use actix_web::dev::{ServerHandle, ServiceRequest, ServiceResponse};
-use actix_web::http::header::{self, HeaderValue};
-use actix_web::middleware::{Next, from_fn};
+use actix_web::dev::ServerHandle;
+use actix_web::middleware::from_fn;
 use actix_web::{App, web};
 
 use super::body::BodyLimits;
 use super::conditional::entity_tags;
-use super::connection::close_when_done;
-use super::cors::{cors, preflight_status};
-use super::metrics::{RequestMetrics, record_request};
+use super::cors::cors;
+use super::edge::{Edge, edge};
+use super::metrics::RequestMetrics;
 use super::rate_limit::{Limiter, RateLimitSettings, limit_rate};
 use super::routes;
 use super::uploads::{UploadLimits, Uploads};
@@ -64,14 +63,17 @@ impl HttpServer {
         // One limiter for all workers, so a client's budget is per process
         // (or per fleet, over Redis), not per worker thread.
         let limiter = Arc::new(Limiter::new(settings.rate_limit, services.rate_limits));
-        let request_metrics = RequestMetrics::new();
         let draining = settings.draining;
         let server = actix_web::HttpServer::new(move || {
-            // Outermost last: the connection's fate (C1, C5: closed after a
-            // body not read to its end, or once the stop began) → metrics
-            // (C11: duration by route template, in flight) → edge (log, nosniff) → CORS (answers preflights,
-            // so they are never counted, and decorates 429s) → ETags →
-            // the limiter (RateLimit-* headers, 429) → routes.
+            // Built once per worker thread: its metric handles are its own.
+            let edge_state = Rc::new(Edge {
+                draining: draining.clone(),
+                metrics: RequestMetrics::new(),
+            });
+            // Outermost last: the edge (connection fate, metrics, preflight
+            // status, nosniff, log line) → CORS (answers preflights, so they
+            // are never counted, and decorates 429s) → ETags → the limiter
+            // (RateLimit-* headers, 429) → routes.
             App::new()
                 .app_data(items.clone())
                 .app_data(products.clone())
@@ -86,15 +88,8 @@ impl HttpServer {
                 }))
                 .wrap(from_fn(entity_tags))
                 .wrap(cors())
-                .wrap(from_fn(preflight_status))
-                .wrap(from_fn(edge))
-                .wrap(from_fn({
-                    let request_metrics = request_metrics.clone();
-                    move |request, next| record_request(request_metrics.clone(), request, next)
-                }))
-                .wrap(from_fn({
-                    let draining = draining.clone();
-                    move |request, next| close_when_done(draining.clone(), request, next)
+                .wrap(from_fn(move |request, next| {
+                    edge(Rc::clone(&edge_state), request, next)
                 }))
         })
         .workers(settings.workers)
@@ -144,32 +139,4 @@ impl Default for HttpSettings {
             draining: super::Draining::default(),
         }
     }
-}
-
-/// The outermost middleware: marks every response `nosniff` (C4) and writes
-/// the one log line of each request (method, path, status, latency).
-async fn edge(
-    request: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let started = Instant::now();
-    // No clone of the request may be held across `next.call`: routing needs
-    // the only reference to write the path's match info. Method and path are
-    // read back from the response's request instead. Inner layers answer
-    // with `Ok` responses (errors are rendered by `ApiError`), so `?` here
-    // only passes on what actix-web itself would render.
-    let mut response = next.call(request).await?.map_into_boxed_body();
-    response.headers_mut().insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    let request = response.request();
-    tracing::info!(
-        target: "items_service::request",
-        method = %request.method(),
-        path = request.path(),
-        status = response.status().as_u16(),
-        latency_us = started.elapsed().as_micros() as u64,
-    );
-    Ok(response)
 }

@@ -150,7 +150,8 @@ pub(crate) struct PhotosForm {
         (status = 201, description = "The stored file and the text fields", body = ProfileDto),
         (status = 400, description = "No file in `avatar`, a second one, a file in another field, or a malformed body (C5)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "A file over `MAX_FILE_BYTES`, a text value over 64 KiB, text values over 1 MiB together, or more than 1000 parts (C5)", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "The file could not be stored; nothing was kept", body = Problem, content_type = "application/problem+json")
+        (status = 500, description = "The file could not be stored; nothing was kept", body = Problem, content_type = "application/problem+json"),
+        (status = 507, description = "Storing the upload would pass `UPLOADS_MAX_BYTES`, or the disk is full; nothing was kept (C5)", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn profile(
@@ -180,7 +181,8 @@ pub(crate) async fn profile(
         (status = 201, description = "The stored files and the text fields", body = PhotosDto),
         (status = 400, description = "No file in `photos`, a 13th one, a file in another field, or a malformed body (C5)", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "A file over `MAX_FILE_BYTES`, a text value over 64 KiB, text values over 1 MiB together, or more than 1000 parts (C5)", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "The files could not be stored; nothing was kept", body = Problem, content_type = "application/problem+json")
+        (status = 500, description = "The files could not be stored; nothing was kept", body = Problem, content_type = "application/problem+json"),
+        (status = 507, description = "Storing the upload would pass `UPLOADS_MAX_BYTES`, or the disk is full; nothing was kept (C5)", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn photos(
@@ -210,6 +212,7 @@ impl From<UploadError> for ApiError {
             | UploadError::TooManyParts { .. } => Self::PayloadTooLarge {
                 detail: error.to_string(),
             },
+            UploadError::Store(cause) if cause.is_full() => Self::InsufficientStorage(cause.into()),
             UploadError::Store(cause) => Self::internal(cause),
         }
     }

@@ -4,15 +4,18 @@
 //! read lock, and a full listing streams from a snapshot taken under it
 //! (C10).
 
+use std::time::SystemTime;
+
 use async_trait::async_trait;
 use items_domain::{
-    Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Replaced,
-    RepositoryError,
+    Id, IdempotencyKey, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed,
+    Name, Replaced, RepositoryError,
 };
 use parking_lot::RwLock;
 
 use super::IdCounter;
 use super::item_chunks::ItemChunks;
+use super::keys::Keys;
 
 /// Items in memory. Names are `Arc<str>` inside [`Name`], so copying a page
 /// out of the chunks only bumps reference counts.
@@ -39,6 +42,26 @@ struct State {
     last_id: IdCounter,
     /// Bumped by every write, under the write lock: the listing's version (C7).
     version: u64,
+    /// Idempotency keys with the items as first created (C7), under the
+    /// same lock as the items: a keyed create is one atomic step.
+    keys: Keys<Item>,
+}
+
+/// Appends an item named `name` with the next id; the caller holds the
+/// write lock over all three.
+fn push(
+    items: &mut ItemChunks,
+    last_id: &mut IdCounter,
+    version: &mut u64,
+    name: Name,
+) -> Result<Item, RepositoryError> {
+    let id = last_id.next()?;
+    items.push(Item {
+        id,
+        name: name.clone(),
+    });
+    *version += 1;
+    Ok(Item { id, name })
 }
 
 /// Up to [`BATCH`] items of `items` after `after`, in id order.
@@ -165,13 +188,32 @@ impl ItemRepository for InMemoryItemRepository {
 
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
         let mut state = self.state.write();
-        let id = state.last_id.next()?;
-        state.items.push(Item {
-            id,
-            name: name.clone(),
-        });
-        state.version += 1;
-        Ok(Item { id, name })
+        let State {
+            items,
+            last_id,
+            version,
+            ..
+        } = &mut *state;
+        push(items, last_id, version, name)
+    }
+
+    async fn create_keyed(
+        &self,
+        name: Name,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Item>, RepositoryError> {
+        let mut state = self.state.write();
+        let State {
+            items,
+            last_id,
+            version,
+            keys,
+        } = &mut *state;
+        let same = |first: &Item| first.name == name;
+        keys.create(key, at, same, || {
+            push(items, last_id, version, name.clone())
+        })
     }
 
     async fn replace(

@@ -13,6 +13,7 @@
 
 mod item_chunks;
 mod items;
+mod keys;
 mod products;
 mod rate_limit;
 mod users;

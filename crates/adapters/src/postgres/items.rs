@@ -3,10 +3,12 @@
 //! batches from one repeatable-read snapshot (C7, C10), and the conditional
 //! replace as one compare-and-swap `update` (C7).
 
+use std::time::SystemTime;
+
 use async_trait::async_trait;
 use items_domain::{
-    Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Replaced,
-    RepositoryError,
+    Id, IdempotencyKey, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed,
+    Name, Replaced, RepositoryError,
 };
 
 use super::coalesce::{Coalescer, ItemCreates, ItemReads};
@@ -56,6 +58,9 @@ impl Cursor {
     /// The next batch, or the end.
     async fn next_batch(mut self) -> Option<(ItemBatch, Option<Self>)> {
         let after = self.after;
+        // Each batch is an operation of its own: a long listing is not cut
+        // by the budget, a stalled batch is.
+        self.connection.renew();
         let rows = self
             .connection
             .run(|connection| {
@@ -192,9 +197,10 @@ impl ItemRepository for PostgresItemRepository {
         row.map(stored_item).transpose()
     }
 
-    /// Group-committed (`coalesce::creates`). A create that must take the
-    /// single-statement path (one carrying an idempotency key) calls
-    /// `ItemCreates::one` on its own lease instead.
+    /// Group-committed (`coalesce::creates`): alone or in a batch, in a
+    /// transaction committed only within the budget, so a create answered
+    /// 503 is never stored afterwards (`budget.rs`). A keyed create never
+    /// joins a batch: it takes `keys.rs`'s path (`create_keyed`).
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
         let id = self.creates.call(name.clone()).await?;
         Ok(Item {
@@ -203,16 +209,29 @@ impl ItemRepository for PostgresItemRepository {
         })
     }
 
+    /// The key and the item in one transaction, committed only within the
+    /// budget like every write (`keys.rs`, `budget.rs`).
+    async fn create_keyed(
+        &self,
+        name: Name,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Item>, RepositoryError> {
+        super::keys::create_item(&self.pool, name, key, at).await
+    }
+
     /// One `update`, so the write is atomic; with `expected` the `where`
     /// clause is the compare-and-swap. When no row changed, one more query
     /// tells a missing item from a changed one (a delete in between can only
-    /// turn "changed" into "not found", both of which write nothing).
+    /// turn "changed" into "not found", both of which write nothing). In a
+    /// transaction committed only within the budget (`budget.rs`).
     async fn replace(
         &self,
         item: &Item,
         expected: Option<Name>,
     ) -> Result<Replaced, RepositoryError> {
         let mut connection = lease(&self.pool).await?;
+        connection.begin("begin").await?;
         let id = item.id.get();
         let new = item.name.as_str().as_bytes();
         let updated = match &expected {
@@ -239,11 +258,13 @@ impl ItemRepository for PostgresItemRepository {
             }
         }
         .rows_affected();
-        if updated > 0 {
-            return Ok(Replaced::Yes);
-        }
-        if expected.is_none() {
-            return Ok(Replaced::NotFound);
+        if updated > 0 || expected.is_none() {
+            connection.commit().await?;
+            return Ok(if updated > 0 {
+                Replaced::Yes
+            } else {
+                Replaced::NotFound
+            });
         }
         let exists: bool = connection
             .run(|connection| {
@@ -252,6 +273,7 @@ impl ItemRepository for PostgresItemRepository {
                     .fetch_one(connection)
             })
             .await?;
+        connection.commit().await?;
         Ok(if exists {
             Replaced::Changed
         } else {
@@ -259,9 +281,11 @@ impl ItemRepository for PostgresItemRepository {
         })
     }
 
+    /// In a transaction committed only within the budget (`budget.rs`).
     async fn delete(&self, id: Id) -> Result<bool, RepositoryError> {
-        let deleted = lease(&self.pool)
-            .await?
+        let mut connection = lease(&self.pool).await?;
+        connection.begin("begin").await?;
+        let deleted = connection
             .run(|connection| {
                 sqlx::query("delete from items where id = $1")
                     .bind(id.get())
@@ -269,6 +293,7 @@ impl ItemRepository for PostgresItemRepository {
             })
             .await?
             .rows_affected();
+        connection.commit().await?;
         Ok(deleted > 0)
     }
 }

@@ -5,9 +5,13 @@
 //! against a real PostgreSQL instead. Every database failure becomes
 //! [`RepositoryError::Unavailable`]: the HTTP adapter answers 503 and logs the
 //! cause, and the pool reconnects by itself once the database is back.
+//! Every store operation has a budget (`DATABASE_STATEMENT_TIMEOUT_MS`),
+//! kept by the server and by this client (`budget.rs`).
 
+mod budget;
 mod coalesce;
 mod items;
+mod keys;
 mod pool;
 mod products;
 mod transfer;
@@ -25,6 +29,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
 use pool::Pool;
 
+pub use crate::budget::{DEFAULT_STATEMENT_TIMEOUT, OverBudget};
 pub use coalesce::{
     CoalescingStats, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS, describe_metrics,
 };
@@ -74,6 +79,25 @@ pub enum ConnectError {
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
 
+/// How the pool is sized and how long one store operation may take.
+#[derive(Debug, Clone, Copy)]
+pub struct PostgresSettings {
+    /// Connections at most (`DATABASE_POOL_SIZE`).
+    pub pool_size: u32,
+    /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`):
+    /// the server's `statement_timeout` and the client's deadline.
+    pub statement_timeout: Duration,
+}
+
+impl Default for PostgresSettings {
+    fn default() -> Self {
+        Self {
+            pool_size: DEFAULT_POOL_SIZE,
+            statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
+        }
+    }
+}
+
 /// A pool of connections to one database, from which the repositories are
 /// made, and the queues in which their point reads and creates coalesce
 /// while every connection is busy (`coalesce`): one per store, so every
@@ -100,6 +124,24 @@ impl PostgresStore {
     pub async fn connect(
         options: PgConnectOptions,
         pool_size: u32,
+        patience: Duration,
+    ) -> Result<Self, ConnectError> {
+        let settings = PostgresSettings {
+            pool_size,
+            ..PostgresSettings::default()
+        };
+        Self::connect_with(options, settings, patience).await
+    }
+
+    /// [`PostgresStore::connect`] with every setting given. The migrations
+    /// run without the statement budget (an index built on a large table
+    /// may take longer); the pool's connections run with it.
+    ///
+    /// # Errors
+    /// As [`PostgresStore::connect`].
+    pub async fn connect_with(
+        options: PgConnectOptions,
+        settings: PostgresSettings,
         patience: Duration,
     ) -> Result<Self, ConnectError> {
         let options = quiet(options);
@@ -129,14 +171,19 @@ impl PostgresStore {
         MIGRATOR.run(&mut first).await?;
         // The pool opens its own connections as requests need them.
         let _ = first.close().await;
-        let pool = Pool::builder(pool::Manager { options })
-            .max_size(pool_size as usize)
+        let budget = settings.statement_timeout;
+        let manager = pool::Manager {
+            options: options.options([budget::statement_timeout(budget)]),
+            budget,
+        };
+        let pool = Pool::builder(manager)
+            .max_size(settings.pool_size as usize)
             .build()
             .expect("a pool without timeouts needs no runtime");
         Ok(Self {
-            item_reads: Coalescer::new(pool.clone(), coalesce::lanes(pool_size)),
-            item_creates: Coalescer::new(pool.clone(), coalesce::lanes(pool_size)),
-            product_creates: Coalescer::new(pool.clone(), coalesce::lanes(pool_size)),
+            item_reads: Coalescer::new(pool.clone(), coalesce::lanes(settings.pool_size)),
+            item_creates: Coalescer::new(pool.clone(), coalesce::lanes(settings.pool_size)),
+            product_creates: Coalescer::new(pool.clone(), coalesce::lanes(settings.pool_size)),
             pool,
         })
     }
@@ -148,11 +195,11 @@ impl PostgresStore {
     /// [`PostgresStore::connect`].
     pub async fn connect_url(
         url: &str,
-        pool_size: u32,
+        settings: PostgresSettings,
         patience: Duration,
     ) -> Result<Self, ConnectError> {
         let options = PgConnectOptions::from_str(url).map_err(ConnectError::InvalidUrl)?;
-        Self::connect(options, pool_size, patience).await
+        Self::connect_with(options, settings, patience).await
     }
 
     pub fn items(&self) -> PostgresItemRepository {

@@ -10,8 +10,13 @@
 //! only if it did not (an error, a request abandoned mid-query, a listing
 //! abandoned mid-transaction) is it tidied, with one round trip, before it is
 //! lent again, or closed when that fails.
+//!
+//! Each lease also carries the operation's deadline (`budget.rs`): the
+//! work on it must end by then, and a connection whose work was cut by the
+//! deadline is closed instead of going back.
 
 use std::future::Future;
+use std::time::Duration;
 
 use deadpool::managed::{
     self, Metrics, Object, PoolError, RecycleError, RecycleResult, TimeoutType, Timeouts,
@@ -19,6 +24,7 @@ use deadpool::managed::{
 use items_domain::RepositoryError;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection as _, Executor as _, PgConnection};
+use tokio::time::Instant;
 
 use super::{ACQUIRE_TIMEOUT, unavailable};
 
@@ -30,6 +36,8 @@ pub(super) type Pool = managed::Pool<Manager>;
 #[derive(Debug)]
 pub(super) struct Manager {
     pub(super) options: PgConnectOptions,
+    /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`).
+    pub(super) budget: Duration,
 }
 
 /// A connection, and what its last work may have left on it.
@@ -79,16 +87,37 @@ impl managed::Manager for Manager {
     }
 }
 
-/// A connection lent by the pool; it goes back when dropped.
+/// A connection lent by the pool for one store operation, and the
+/// operation's deadline; it goes back when dropped, unless the deadline cut
+/// its work short.
 #[derive(Debug)]
-pub(super) struct Lease(Object<Manager>);
+pub(super) struct Lease {
+    /// `None` only while being dropped.
+    connection: Option<Object<Manager>>,
+    budget: Duration,
+    deadline: Instant,
+    /// Work on it was cut by the deadline: the connection is closed.
+    expired: bool,
+}
 
-/// A connection from `pool`, waiting at most [`ACQUIRE_TIMEOUT`] for one to
-/// be free, opened or tidied.
+/// A connection from `pool` for one store operation, which must end within
+/// the pool's budget from now. The wait for a connection (free, newly
+/// opened or tidied) counts against the budget and is cut at
+/// [`ACQUIRE_TIMEOUT`] if the budget is longer, so a database that is down
+/// is reported as fast with a long budget as with a short one.
 pub(super) async fn lease(pool: &Pool) -> Result<Lease, RepositoryError> {
-    match tokio::time::timeout(ACQUIRE_TIMEOUT, pool.get()).await {
-        Ok(Ok(connection)) => Ok(Lease(connection)),
+    let budget = pool.manager().budget;
+    let deadline = Instant::now() + budget;
+    let wait = ACQUIRE_TIMEOUT.min(budget);
+    match tokio::time::timeout(wait, pool.get()).await {
+        Ok(Ok(connection)) => Ok(Lease {
+            connection: Some(connection),
+            budget,
+            deadline,
+            expired: false,
+        }),
         Ok(Err(error)) => Err(RepositoryError::unavailable(error)),
+        Err(_) if wait == budget => Err(over_budget(budget)),
         Err(_) => Err(unavailable(sqlx::Error::PoolTimedOut)),
     }
 }
@@ -97,25 +126,44 @@ pub(super) async fn lease(pool: &Pool) -> Result<Lease, RepositoryError> {
 /// else `None` at once: the coalesced operations queue only when every
 /// connection is busy. The pool's waiters are served first (tokio's
 /// semaphore hands a returned connection to the longest waiter), so this
-/// never overtakes a queued batch.
+/// never overtakes a queued batch. The lease's deadline is the budget from
+/// now, as for [`lease`].
 pub(super) async fn try_lease(pool: &Pool) -> Result<Option<Lease>, RepositoryError> {
     const NOW: Timeouts = Timeouts {
-        wait: Some(std::time::Duration::ZERO),
+        wait: Some(Duration::ZERO),
         create: None,
         recycle: None,
     };
-    match tokio::time::timeout(ACQUIRE_TIMEOUT, pool.timeout_get(&NOW)).await {
-        Ok(Ok(connection)) => Ok(Some(Lease(connection))),
+    let budget = pool.manager().budget;
+    let deadline = Instant::now() + budget;
+    // Opening a connection still counts against the budget.
+    let wait = ACQUIRE_TIMEOUT.min(budget);
+    match tokio::time::timeout(wait, pool.timeout_get(&NOW)).await {
+        Ok(Ok(connection)) => Ok(Some(Lease {
+            connection: Some(connection),
+            budget,
+            deadline,
+            expired: false,
+        })),
         Ok(Err(PoolError::Timeout(TimeoutType::Wait))) => Ok(None),
         Ok(Err(error)) => Err(RepositoryError::unavailable(error)),
+        Err(_) if wait == budget => Err(over_budget(budget)),
         Err(_) => Err(unavailable(sqlx::Error::PoolTimedOut)),
     }
 }
 
+/// The cause the HTTP adapter logs with its warning (naming the budget and
+/// the setting) and answers 503 with `Retry-After` for.
+fn over_budget(budget: Duration) -> RepositoryError {
+    crate::budget::over_budget(budget)
+}
+
 impl Lease {
-    /// Runs `work` (one or more statements) on the connection. Until it
-    /// has ended well the connection counts as unsettled, so a future
-    /// dropped half-way leaves a connection the pool will tidy.
+    /// Runs `work` (one or more statements) on the connection, if it ends
+    /// before the operation's deadline. Until it has ended well the
+    /// connection counts as unsettled, so a future dropped half-way leaves
+    /// a connection the pool will tidy; work the deadline cut leaves a
+    /// connection that is closed.
     pub(super) async fn run<'c, T, F>(
         &'c mut self,
         work: impl FnOnce(&'c mut PgConnection) -> F,
@@ -123,27 +171,86 @@ impl Lease {
     where
         F: Future<Output = Result<T, sqlx::Error>> + 'c,
     {
-        let Connection { raw, unsettled, .. } = &mut *self.0;
+        let Self {
+            connection,
+            budget,
+            deadline,
+            expired,
+        } = self;
+        // `timeout_at` polls the work once even after the deadline, which
+        // would send it (a `commit`, say): nothing is sent once it passed.
+        if *expired || Instant::now() >= *deadline {
+            return Err(over_budget(*budget));
+        }
+        let Some(connection) = connection.as_mut() else {
+            return Err(RepositoryError::unavailable("the connection was closed"));
+        };
+        let Connection { raw, unsettled, .. } = &mut **connection;
         *unsettled = true;
-        let result = work(raw).await;
-        *unsettled = result.is_err();
-        result.map_err(unavailable)
+        match tokio::time::timeout_at(*deadline, work(raw)).await {
+            Ok(result) => {
+                *unsettled = result.is_err();
+                result.map_err(unavailable)
+            }
+            Err(_) => {
+                *expired = true;
+                Err(over_budget(*budget))
+            }
+        }
+    }
+
+    /// Gives the operation a whole budget again from now: for a listing,
+    /// whose every batch is an operation of its own.
+    pub(super) fn renew(&mut self) {
+        self.deadline = Instant::now() + self.budget;
+    }
+
+    /// Brings the deadline in to `deadline` when that is earlier: a
+    /// coalesced batch must end by its earliest caller's deadline
+    /// (`coalesce`).
+    pub(super) fn limit(&mut self, deadline: Instant) {
+        self.deadline = self.deadline.min(deadline);
     }
 
     /// Opens a transaction with `statement` (`begin …`); it stays open
     /// across [`Lease::run`]s until [`Lease::commit`], and is rolled back
-    /// if the lease goes back to the pool first.
+    /// if the lease goes back to the pool first (or, the connection closed,
+    /// by the server).
     pub(super) async fn begin(&mut self, statement: &'static str) -> Result<(), RepositoryError> {
-        self.0.in_transaction = true;
+        // Past the deadline nothing is sent: no transaction to roll back.
+        if self.expired || Instant::now() >= self.deadline {
+            return Err(over_budget(self.budget));
+        }
+        if let Some(connection) = self.connection.as_mut() {
+            connection.in_transaction = true;
+        }
         self.run(|connection| connection.execute(statement))
             .await
             .map(drop)
     }
 
+    /// Commits, unless the deadline passed: a write answered 503 is then
+    /// rolled back, never committed afterwards (`budget.rs`).
     pub(super) async fn commit(&mut self) -> Result<(), RepositoryError> {
         self.run(|connection| connection.execute("commit")).await?;
-        self.0.in_transaction = false;
+        if let Some(connection) = self.connection.as_mut() {
+            connection.in_transaction = false;
+        }
         Ok(())
+    }
+}
+
+impl Drop for Lease {
+    /// A connection the deadline cut may be stuck on a socket that answers
+    /// nothing: taken out of the pool and dropped (its socket closed, which
+    /// makes the server roll back any transaction open on it), so no later
+    /// request waits on it.
+    fn drop(&mut self) {
+        if self.expired
+            && let Some(connection) = self.connection.take()
+        {
+            drop(Object::take(connection));
+        }
     }
 }
 
@@ -209,6 +316,53 @@ mod tests {
             abandoned > 0,
             "no query was ever abandoned before its reply"
         );
+        store.close().await;
+        database.drop().await;
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_deadline_cut_is_closed_not_lent_again_c12() {
+        use items_testkit::tcp_proxy::TcpProxy;
+
+        use crate::postgres::PostgresSettings;
+
+        let database = ScratchDatabase::create(&test_database_url())
+            .await
+            .expect("a scratch database");
+        let direct = database.options();
+        let target = tokio::net::lookup_host((direct.get_host(), direct.get_port()))
+            .await
+            .expect("the test server's address")
+            .next()
+            .expect("an address");
+        let proxy = TcpProxy::start(target).await;
+        let budget = Duration::from_millis(300);
+        let settings = PostgresSettings {
+            pool_size: 1,
+            statement_timeout: budget,
+        };
+        let options = direct.host("127.0.0.1").port(proxy.port());
+        let store = PostgresStore::connect_with(options, settings, Duration::from_secs(5))
+            .await
+            .expect("connects and migrates");
+        let items = store.items();
+        items.create(name("kept")).await.expect("created");
+        assert_eq!(store.pool.status().size, 1);
+
+        proxy.freeze();
+        let started = tokio::time::Instant::now();
+        let error = items.create(name("frozen")).await.expect_err("over budget");
+        assert!(started.elapsed() < budget + Duration::from_secs(2));
+        assert!(
+            std::error::Error::source(&error)
+                .is_some_and(|cause| cause.to_string().contains("300 ms")),
+            "{error:?}"
+        );
+        assert_eq!(store.pool.status().size, 0, "the cut connection was closed");
+
+        proxy.thaw();
+        let kept = items.get(Id::new(1)).await.expect("answered again");
+        assert_eq!(kept.map(|item| item.name), Some(name("kept")));
         store.close().await;
         database.drop().await;
     }

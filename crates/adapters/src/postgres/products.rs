@@ -1,8 +1,12 @@
 //! The PostgreSQL product repository: the `products` table, listed in id
 //! order, ids from its identity column (C2).
 
+use std::time::SystemTime;
+
 use async_trait::async_trait;
-use items_domain::{Id, Name, Price, Product, ProductRepository, RepositoryError};
+use items_domain::{
+    Id, IdempotencyKey, Keyed, Name, Price, Product, ProductRepository, RepositoryError,
+};
 
 use super::coalesce::{Coalescer, ProductCreates};
 use super::pool::{Pool, lease};
@@ -34,13 +38,28 @@ impl ProductRepository for PostgresProductRepository {
         stored_products(rows)
     }
 
+    /// Group-committed (`coalesce::creates`): alone or in a batch, in a
+    /// transaction committed only within the budget, so a create answered
+    /// 503 is never stored afterwards (`budget.rs`). A keyed create never
+    /// joins a batch: it takes `keys.rs`'s path (`create_keyed`).
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
-        // Group-committed (`coalesce::creates`).
         let id = self.creates.call((name.clone(), price)).await?;
         Ok(Product {
             id: Id::new(id),
             name,
             price,
         })
+    }
+
+    /// The key and the product in one transaction, committed only within the
+    /// budget like every write (`keys.rs`, `budget.rs`).
+    async fn create_keyed(
+        &self,
+        name: Name,
+        price: Price,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Product>, RepositoryError> {
+        super::keys::create_product(&self.pool, name, price, key, at).await
     }
 }

@@ -1,54 +1,80 @@
 //! Redis: rate-limit budgets shared by every instance (C9).
 //!
-//! Each counted request runs one Lua script (`gcra.lua`): a GCRA step on the
-//! client's key, atomic in Redis and timed by the Redis server's clock, so
-//! instances whose clocks disagree still share one budget. The script is sent
-//! by hash (`EVALSHA`) and loaded only when Redis does not know it yet.
+//! Each counted request is one GCRA step on the client's key in a Lua script
+//! (`gcra.lua`), atomic in Redis and timed by the Redis server's clock, so
+//! instances whose clocks disagree still share one budget. The steps are
+//! coalesced (`coalesce.rs`): a decision that finds no script call in flight
+//! is sent at once, and the decisions that queue while one is in flight go
+//! together in the next call, so under load Redis runs one script per batch
+//! instead of one per request, and nothing ever waits on a timer.
 //!
-//! Redis is a dependency the service can live without: every call is bounded
-//! by [`RedisRateLimitStore::TIMEOUT`], and a failure is the caller's cue to
-//! use its local budget. After a failure this store does not ask Redis again
-//! for `RETRY_EVERY`, so during an outage requests do not each wait out the
+//! The lanes, and with them the connection to Redis, run on a thread of
+//! their own (one small single-threaded Tokio runtime per store), so a
+//! decision's round trip never waits for the request handlers of a busy
+//! worker to yield: a burst of requests on one worker would otherwise hold
+//! back the very call their decisions queue for, past the time bound.
+//!
+//! Redis is a dependency the service can live without: no decision waits
+//! more than [`RedisRateLimitStore::TIMEOUT`] from the moment it is asked,
+//! queueing included, and a failure is the caller's cue to use its local
+//! budget. After a failure this store does not ask Redis again for
+//! `RETRY_EVERY`, so during an outage requests do not each wait out the
 //! timeout; the first success after it is logged once, as the failure was.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use items_domain::{DependencyDown, Gcra, HealthCheck, RateLimitStore, RateLimitStoreError, Spent};
+use redis::Client;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, Script};
 
-/// Failures of the shared store, for `/metrics` (C11).
+use crate::batch;
+
+mod coalesce;
+mod health;
+
+use coalesce::{Answer, Decision, Failure};
+use health::Health;
+
+/// Failures of the shared store, for `/metrics` (C11): one per decision
+/// that fell back to the local budget because Redis failed or was too slow.
 pub const STORE_ERRORS: &str = "rate_limit_store_errors_total";
 
 /// How long a degraded store waits before it asks Redis again.
 const RETRY_EVERY: Duration = Duration::from_millis(500);
 
+/// The most decisions queued at once, and so in one script call: a caller
+/// finding the queue full waits for room, within its own time bound.
+const QUEUE_CAPACITY: usize = 512;
+
+/// How many script calls may be in flight at once (see `coalesce.rs` and
+/// docs/performance.md for why one).
+const LANES: usize = 1;
+
 /// Budgets in Redis under one key prefix.
 pub struct RedisRateLimitStore {
     connection: ConnectionManager,
-    script: Script,
     prefix: String,
-    /// Whether the last attempt failed (the change is logged once each way).
-    degraded: AtomicBool,
-    /// When Redis may be asked again, in milliseconds since `origin`.
-    retry_at_ms: AtomicU64,
-    origin: Instant,
+    queue: batch::Queue<Decision, Answer>,
+    /// The runtime of the lanes' thread, where the connection lives.
+    lanes: tokio::runtime::Handle,
+    health: Arc<Health>,
 }
 
 impl std::fmt::Debug for RedisRateLimitStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisRateLimitStore")
             .field("prefix", &self.prefix)
-            .field("degraded", &self.degraded.load(Ordering::Relaxed))
+            .field("degraded", &self.health.is_degraded())
             .finish_non_exhaustive()
     }
 }
 
 impl RedisRateLimitStore {
-    /// The longest a request waits on Redis before it is counted locally.
+    /// The longest a decision waits on Redis, from the moment it is asked,
+    /// before it is counted locally.
     pub const TIMEOUT: Duration = Duration::from_millis(50);
     /// The key prefix of the service's budgets.
     pub const DEFAULT_PREFIX: &'static str = "items-service:rate-limit:";
@@ -58,7 +84,7 @@ impl RedisRateLimitStore {
     /// the service starts is an outage like any other, not a start-up error.
     ///
     /// # Errors
-    /// When `url` is not a Redis URL.
+    /// When `url` is not a Redis URL, or the lanes' thread cannot start.
     pub fn open(url: &str, prefix: &str) -> redis::RedisResult<Self> {
         let client = Client::open(url)?;
         let config = ConnectionManagerConfig::new()
@@ -67,36 +93,44 @@ impl RedisRateLimitStore {
             .set_number_of_retries(1)
             .set_max_delay(RETRY_EVERY);
         let connection = ConnectionManager::new_lazy_with_config(client, config)?;
+        let (queue, batches) = batch::queue(QUEUE_CAPACITY);
+        let health = Arc::new(Health::new(RETRY_EVERY));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let lanes = runtime.handle().clone();
+        let run = coalesce::run_lanes(
+            LANES,
+            batches,
+            connection.clone(),
+            prefix.to_owned(),
+            Arc::clone(&health),
+        );
+        // The thread ends once the store is dropped: its queue closes, the
+        // lanes return, and the runtime goes with whatever it still held.
+        std::thread::Builder::new()
+            .name("redis-rate-limit".to_owned())
+            .spawn(move || runtime.block_on(run))?;
         Ok(Self {
             connection,
-            script: Script::new(include_str!("gcra.lua")),
             prefix: prefix.to_owned(),
-            degraded: AtomicBool::new(false),
-            retry_at_ms: AtomicU64::new(0),
-            origin: Instant::now(),
+            queue,
+            lanes,
+            health,
         })
     }
 
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    async fn run_script(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, String> {
-        let mut connection = self.connection.clone();
-        let key = format!("{}{client}", self.prefix);
-        let period = micros(gcra.period());
-        let tolerance = micros(gcra.tolerance());
-        let mut invocation = self.script.key(key);
-        invocation.arg(period).arg(tolerance);
-        let call = invocation.invoke_async::<(i64, i64)>(&mut connection);
-        let (allowed, until_full) = tokio::time::timeout(Self::TIMEOUT, call)
-            .await
-            .map_err(|_| format!("no answer within {} ms", Self::TIMEOUT.as_millis()))?
-            .map_err(|error| error.to_string())?;
-        Ok(Spent {
-            allowed: allowed == 1,
-            until_full: Duration::from_micros(u64::try_from(until_full).unwrap_or(0)),
-        })
+    /// Queues the decision and waits for its answer, never past `deadline`.
+    async fn decide(&self, decision: Decision) -> Answer {
+        let deadline = decision.deadline;
+        let answer = tokio::time::timeout_at(deadline.into(), self.queue.submit(decision));
+        match answer.await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(batch::Stopped)) => Err(Failure::new("the Redis lanes have stopped")),
+            // The lanes answer by the deadline themselves; this is the
+            // bound's last guard (a lane whose runtime is starved, say).
+            Err(_) => Err(Failure::timed_out()),
+        }
     }
 }
 
@@ -107,33 +141,27 @@ fn micros(duration: Duration) -> u64 {
 #[async_trait]
 impl RateLimitStore for RedisRateLimitStore {
     async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RateLimitStoreError> {
-        if self.degraded.load(Ordering::Relaxed)
-            && self.now_ms() < self.retry_at_ms.load(Ordering::Relaxed)
-        {
+        let asked = Instant::now();
+        if self.health.wait_before_retry(asked) {
             return Err(RateLimitStoreError::new(
                 "Redis failed a moment ago; not asked again yet",
             ));
         }
-        match self.run_script(client, gcra).await {
-            Ok(spent) => {
-                if self.degraded.swap(false, Ordering::Relaxed) {
-                    tracing::info!("Redis answers again: rate-limit budgets are shared again");
-                }
-                Ok(spent)
-            }
-            Err(cause) => {
+        let decision = Decision {
+            client,
+            period: micros(gcra.period()),
+            tolerance: micros(gcra.tolerance()),
+            deadline: asked + Self::TIMEOUT,
+        };
+        match self.decide(decision).await {
+            Ok(spent) => Ok(spent),
+            Err(Failure::Skipped) => Err(RateLimitStoreError::new(
+                "Redis failed a moment ago; not asked again yet",
+            )),
+            Err(Failure::Failed(cause)) => {
                 metrics::counter!(STORE_ERRORS).increment(1);
-                self.retry_at_ms.store(
-                    self.now_ms() + RETRY_EVERY.as_millis() as u64,
-                    Ordering::Relaxed,
-                );
-                if !self.degraded.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        error = %cause,
-                        "Redis does not answer: rate-limit budgets are per instance until it does"
-                    );
-                }
-                Err(RateLimitStoreError::new(cause))
+                self.health.failed(&cause);
+                Err(RateLimitStoreError::new(cause.to_string()))
             }
         }
     }
@@ -147,11 +175,16 @@ impl HealthCheck for RedisRateLimitStore {
 
     async fn ping(&self) -> Result<(), DependencyDown> {
         let mut connection = self.connection.clone();
-        let command = redis::cmd("PING");
-        let ping = command.query_async::<String>(&mut connection);
+        // On the lanes' runtime, so that a (re)connection it makes is
+        // driven there too, never by a request worker.
+        let ping = self.lanes.spawn(async move {
+            let command = redis::cmd("PING");
+            command.query_async::<String>(&mut connection).await
+        });
         match tokio::time::timeout(Self::TIMEOUT * 10, ping).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(error)) => Err(DependencyDown::new(error)),
+            Ok(Ok(Ok(_))) => Ok(()),
+            Ok(Ok(Err(error))) => Err(DependencyDown::new(error)),
+            Ok(Err(_)) => Err(DependencyDown::new("the Redis lanes have stopped")),
             Err(_) => Err(DependencyDown::new("no answer to PING")),
         }
     }

@@ -3,11 +3,12 @@
 //! writer task.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use items_domain::{
-    Id, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Name, Replaced,
-    RepositoryError,
+    Id, IdempotencyKey, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed,
+    Name, Replaced, RepositoryError,
 };
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
@@ -173,6 +174,24 @@ impl ItemRepository for SqliteItemRepository {
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
         match self.writer.write(Write::CreateItem(name)).await? {
             Written::Item(item) => Ok(item),
+            other => Err(mismatched(&other)),
+        }
+    }
+
+    /// In the writer's batch transaction, one write at a time (`keys.rs`).
+    async fn create_keyed(
+        &self,
+        name: Name,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Item>, RepositoryError> {
+        let write = Write::CreateItemKeyed {
+            name,
+            key: key.clone(),
+            at,
+        };
+        match self.writer.write(write).await? {
+            Written::KeyedItem(keyed) => Ok(keyed),
             other => Err(mismatched(&other)),
         }
     }

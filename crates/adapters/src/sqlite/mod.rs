@@ -46,6 +46,7 @@
 
 mod backup;
 mod items;
+mod keys;
 mod point_reads;
 mod products;
 mod transfer;
@@ -108,9 +109,11 @@ pub fn describe_metrics() {
 pub struct SqliteSettings {
     /// Read-only connections at most (at least one is used).
     pub readers: u32,
-    /// How long a connection waits for a lock another process holds before
-    /// the operation fails (503), and how long a read waits for a free
-    /// reader.
+    /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`):
+    /// how long a connection waits for a lock another process holds before
+    /// the operation fails (503), how long a read waits for a free reader,
+    /// and how long a write may wait to be taken up by the writer before it
+    /// is answered 503 and left undone (`writer.rs`).
     pub busy_timeout: Duration,
     /// Writes that may wait for the writer; more wait for room.
     pub queue: usize,
@@ -120,7 +123,7 @@ impl Default for SqliteSettings {
     fn default() -> Self {
         Self {
             readers: 4,
-            busy_timeout: Duration::from_secs(5),
+            busy_timeout: crate::budget::DEFAULT_STATEMENT_TIMEOUT,
             queue: 1024,
         }
     }
@@ -193,7 +196,7 @@ impl SqliteStore {
         Ok(Self {
             readers,
             point_reads: Arc::new(point_reads),
-            writer: Writer::start(connection, settings.queue),
+            writer: Writer::start(connection, settings.queue, settings.busy_timeout),
         })
     }
 
@@ -277,6 +280,8 @@ impl items_domain::HealthCheck for SqliteStore {
 #[derive(Debug, Clone)]
 struct Writer {
     queue: batch::Queue<Write, Reply>,
+    /// How long a write may wait to be taken up (the store's budget).
+    budget: Duration,
     shared: Arc<WriterShared>,
 }
 
@@ -289,7 +294,7 @@ struct WriterShared {
 
 impl Writer {
     /// Spawns the task that owns `connection` and applies queued writes.
-    fn start(connection: SqliteConnection, capacity: usize) -> Self {
+    fn start(connection: SqliteConnection, capacity: usize, budget: Duration) -> Self {
         let (queue, batches) = batch::queue(capacity);
         let (stop, stopped) = oneshot::channel();
         let counters = Arc::new(Counters::default());
@@ -301,6 +306,7 @@ impl Writer {
         ));
         Self {
             queue,
+            budget,
             shared: Arc::new(WriterShared {
                 counters,
                 stop: Mutex::new(Some(stop)),
@@ -309,12 +315,17 @@ impl Writer {
         }
     }
 
-    /// Queues `write` and waits until it is committed (or its batch failed).
+    /// Queues `write` and waits until it is committed (or its batch
+    /// failed); answered 503, the write left undone, when the writer has
+    /// not taken it up within the budget.
     async fn write(&self, write: Write) -> Result<Written, RepositoryError> {
-        self.queue
-            .submit(write)
-            .await
-            .map_err(RepositoryError::unavailable)?
+        let deadline = tokio::time::Instant::now() + self.budget;
+        match self.queue.submit_by(write, deadline).await {
+            Ok(reply) => reply,
+            // The HTTP adapter logs the cause, naming the budget, with the 503.
+            Err(batch::Unanswered::Late) => Err(crate::budget::over_budget(self.budget)),
+            Err(stopped @ batch::Unanswered::Stopped) => Err(RepositoryError::unavailable(stopped)),
+        }
     }
 }
 

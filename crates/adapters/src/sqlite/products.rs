@@ -1,8 +1,12 @@
 //! Products in the `products` table: reads on the reader pool, creates
 //! through the writer task.
 
+use std::time::SystemTime;
+
 use async_trait::async_trait;
-use items_domain::{Name, Price, Product, ProductRepository, RepositoryError};
+use items_domain::{
+    IdempotencyKey, Keyed, Name, Price, Product, ProductRepository, RepositoryError,
+};
 use sqlx::SqlitePool;
 
 use super::writer::{Write, Written};
@@ -36,6 +40,26 @@ impl ProductRepository for SqliteProductRepository {
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
         match self.writer.write(Write::CreateProduct(name, price)).await? {
             Written::Product(product) => Ok(product),
+            other => Err(mismatched(&other)),
+        }
+    }
+
+    /// In the writer's batch transaction, one write at a time (`keys.rs`).
+    async fn create_keyed(
+        &self,
+        name: Name,
+        price: Price,
+        key: &IdempotencyKey,
+        at: SystemTime,
+    ) -> Result<Keyed<Product>, RepositoryError> {
+        let write = Write::CreateProductKeyed {
+            name,
+            price,
+            key: key.clone(),
+            at,
+        };
+        match self.writer.write(write).await? {
+            Written::KeyedProduct(keyed) => Ok(keyed),
             other => Err(mismatched(&other)),
         }
     }

@@ -11,11 +11,23 @@
 //! answered [`RepositoryError::Unavailable`]: none of them is stored, and
 //! telling a bad write from its innocent neighbours is not worth a second
 //! attempt for a failure that is the disk's or the lock's, not a request's.
+//!
+//! Each write has a deadline, its budget (`DATABASE_STATEMENT_TIMEOUT_MS`)
+//! from when it was queued. A write whose caller gave up at its deadline
+//! before the writer claimed it is never applied: the writer leaves such
+//! writes out when it takes a batch, and claims the rest only once
+//! `BEGIN IMMEDIATE` holds the lock, so a write that waited past its
+//! deadline for another process's lock is answered 503 and not committed
+//! afterwards. Claimed writes wait for their batch, which decides for all
+//! of them ([`crate::batch`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
 
-use items_domain::{Id, Item, Name, Price, Product, Replaced, RepositoryError};
+use items_domain::{
+    Id, IdempotencyKey, Item, Keyed, Name, Price, Product, Replaced, RepositoryError,
+};
 use sqlx::{Executor as _, SqliteConnection};
 use tokio::sync::oneshot;
 
@@ -27,9 +39,24 @@ use super::WRITES_PER_COMMIT;
 #[derive(Debug)]
 pub(super) enum Write {
     CreateItem(Name),
-    ReplaceItem { item: Item, expected: Option<Name> },
+    ReplaceItem {
+        item: Item,
+        expected: Option<Name>,
+    },
     DeleteItem(Id),
     CreateProduct(Name, Price),
+    /// A create under an idempotency key (C7), applied alone (`keys.rs`).
+    CreateItemKeyed {
+        name: Name,
+        key: IdempotencyKey,
+        at: SystemTime,
+    },
+    CreateProductKeyed {
+        name: Name,
+        price: Price,
+        key: IdempotencyKey,
+        at: SystemTime,
+    },
 }
 
 /// What a write did, once committed.
@@ -39,6 +66,8 @@ pub(super) enum Written {
     Replaced(Replaced),
     Deleted(bool),
     Product(Product),
+    KeyedItem(Keyed<Item>),
+    KeyedProduct(Keyed<Product>),
 }
 
 /// The answer a caller gets.
@@ -75,35 +104,55 @@ pub(super) async fn run(
     let _ = sqlx::Connection::close(connection).await;
 }
 
-/// Applies one batch in one transaction and answers each of its requests.
-async fn apply(connection: &mut SqliteConnection, batch: Batch<Write, Reply>, counters: &Counters) {
+/// Applies one batch in one transaction and answers each of its requests;
+/// the writes abandoned before the lock was held are left out.
+async fn apply(
+    connection: &mut SqliteConnection,
+    mut batch: Batch<Write, Reply>,
+    counters: &Counters,
+) {
+    batch.prune();
+    if batch.is_empty() {
+        return;
+    }
+    if let Err(error) = connection.execute("BEGIN IMMEDIATE").await {
+        return fail(connection, batch, error).await;
+    }
+    batch.claim();
+    if batch.is_empty() {
+        let _ = connection.execute("ROLLBACK").await;
+        return;
+    }
     match transaction(connection, batch.work()).await {
         Ok(written) => {
             counters.commits.fetch_add(1, Ordering::Relaxed);
             metrics::histogram!(WRITES_PER_COMMIT).record(batch.len() as f64);
             batch.answer(written.into_iter().map(Ok));
         }
-        Err(error) => {
-            // Ends the transaction if the failure left it open; without one
-            // SQLite says so, which changes nothing.
-            let _ = connection.execute("ROLLBACK").await;
-            tracing::error!(
-                error = %error,
-                writes = batch.len(),
-                "a SQLite write batch failed; none of it was stored"
-            );
-            let cause = Arc::new(error);
-            batch.answer_each(|_| Err(RepositoryError::unavailable(Arc::clone(&cause))));
-        }
+        Err(error) => fail(connection, batch, error).await,
     }
 }
 
-/// `BEGIN IMMEDIATE`, every write, `COMMIT`; the first failure stops it.
+/// Rolls back what the batch wrote and answers each of its requests 503.
+async fn fail(connection: &mut SqliteConnection, batch: Batch<Write, Reply>, error: sqlx::Error) {
+    // Ends the transaction if the failure left it open; without one SQLite
+    // says so, which changes nothing.
+    let _ = connection.execute("ROLLBACK").await;
+    tracing::error!(
+        error = %error,
+        writes = batch.len(),
+        "a SQLite write batch failed; none of it was stored"
+    );
+    let cause = Arc::new(error);
+    batch.answer_each(|_| Err(RepositoryError::unavailable(Arc::clone(&cause))));
+}
+
+/// Every write, then `COMMIT`, in the transaction `BEGIN IMMEDIATE` opened;
+/// the first failure stops it.
 async fn transaction<'a>(
     connection: &mut SqliteConnection,
     writes: impl Iterator<Item = &'a Write>,
 ) -> Result<Vec<Written>, sqlx::Error> {
-    connection.execute("BEGIN IMMEDIATE").await?;
     let writes: Vec<&Write> = writes.collect();
     let mut written = Vec::with_capacity(writes.len());
     let mut rest = writes.as_slice();
@@ -191,6 +240,17 @@ async fn one(connection: &mut SqliteConnection, write: &Write) -> Result<Written
                 name: name.clone(),
             })
         }
+        Write::CreateItemKeyed { name, key, at } => {
+            Written::KeyedItem(super::keys::create_item(connection, name, key, *at).await?)
+        }
+        Write::CreateProductKeyed {
+            name,
+            price,
+            key,
+            at,
+        } => Written::KeyedProduct(
+            super::keys::create_product(connection, name, *price, key, *at).await?,
+        ),
         Write::ReplaceItem { item, expected } => {
             Written::Replaced(replace(connection, item, expected.as_ref()).await?)
         }

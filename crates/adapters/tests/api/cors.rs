@@ -64,6 +64,7 @@ async fn browsers_may_read_the_headers_that_matter_c8() {
         "ratelimit-limit",
         "ratelimit-remaining",
         "ratelimit-reset",
+        "idempotent-replayed",
     ] {
         assert!(
             exposed.split(',').any(|listed| listed.trim() == name),
@@ -86,7 +87,10 @@ async fn a_preflight_gets_204_with_methods_requested_headers_and_max_age_c8() {
             .request(Method::OPTIONS, path)
             .header("origin", ORIGIN)
             .header("access-control-request-method", method)
-            .header("access-control-request-headers", "content-type, if-match")
+            .header(
+                "access-control-request-headers",
+                "content-type, if-match, idempotency-key",
+            )
             .send()
             .await
             .unwrap();
@@ -101,7 +105,9 @@ async fn a_preflight_gets_204_with_methods_requested_headers_and_max_age_c8() {
         }
         let headers = header(&response, "access-control-allow-headers").to_lowercase();
         assert!(
-            headers.contains("content-type") && headers.contains("if-match"),
+            headers.contains("content-type")
+                && headers.contains("if-match")
+                && headers.contains("idempotency-key"),
             "{headers}"
         );
         assert!(

@@ -105,3 +105,79 @@ pub async fn concurrent_creates_get_distinct_ids(app: &TestApp) {
         300
     );
 }
+
+/// A `POST` with `Idempotency-Key: key`.
+async fn post_keyed(app: &TestApp, path: &str, key: &str, body: &Value) -> reqwest::Response {
+    app.request(Method::POST, path)
+        .header("idempotency-key", key)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The first answers of two keyed creates, to compare their repeats with.
+pub struct KeyedOriginals {
+    location: String,
+    item: String,
+    product: String,
+}
+
+/// Keyed creates of an item and a product under the same key (C7: keys of
+/// items and products are apart); [`keyed_creates_are_replayed`] repeats
+/// them on another process over the same store.
+pub async fn keyed_creates(first: &TestApp) -> KeyedOriginals {
+    let created = post_keyed(first, "/items", "order-1", &json!({ "name": "pen" })).await;
+    assert_eq!(created.status(), 201);
+    let location = header(&created, "location");
+    let item = created.text().await.unwrap();
+    let product = json!({ "name": "pen", "price": 1.5 });
+    let created = post_keyed(first, "/products", "order-1", &product).await;
+    assert_eq!(created.status(), 201, "C7: item and product keys are apart");
+    KeyedOriginals {
+        location,
+        item,
+        product: created.text().await.unwrap(),
+    }
+}
+
+/// The repeats of [`keyed_creates`] on `second` (the same store after a
+/// restart, or another instance over it): the key is in the store, so a
+/// repeat answers the first response and creates nothing, and another body
+/// gets 422 (C7).
+pub async fn keyed_creates_are_replayed(second: &TestApp, originals: &KeyedOriginals) {
+    let replay = post_keyed(second, "/items", "order-1", &json!({ "name": "pen" })).await;
+    assert_eq!(replay.status(), 201);
+    assert_eq!(
+        header(&replay, "location"),
+        originals.location,
+        "C7: the same Location"
+    );
+    assert_eq!(header(&replay, "idempotent-replayed"), "true");
+    assert_eq!(
+        replay.text().await.unwrap(),
+        originals.item,
+        "C7: the same body"
+    );
+    let product = json!({ "name": "pen", "price": 1.5 });
+    let replay = post_keyed(second, "/products", "order-1", &product).await;
+    assert_eq!(replay.status(), 201);
+    assert_eq!(replay.text().await.unwrap(), originals.product);
+    let other = post_keyed(second, "/items", "order-1", &json!({ "name": "ink" })).await;
+    assert_problem(other, 422).await;
+
+    let items = second
+        .get("/items")
+        .await
+        .json::<Vec<Value>>()
+        .await
+        .unwrap();
+    assert_eq!(items.len(), 1, "C7: replays create nothing");
+    let products = second
+        .get("/products")
+        .await
+        .json::<Vec<Value>>()
+        .await
+        .unwrap();
+    assert_eq!(products.len(), 1, "C7: replays create nothing");
+}

@@ -26,11 +26,17 @@ fn unavailable_services() -> TestServices {
     items.expect_list_all().returning(|| Err(failure()));
     items.expect_get().returning(|_| Err(failure()));
     items.expect_create().returning(|_| Err(failure()));
+    items
+        .expect_create_keyed()
+        .returning(|_, _, _| Err(failure()));
     items.expect_replace().returning(|_, _| Err(failure()));
     items.expect_delete().returning(|_| Err(failure()));
     let mut products = MockProductRepository::new();
     products.expect_list().returning(|| Err(failure()));
     products.expect_create().returning(|_, _| Err(failure()));
+    products
+        .expect_create_keyed()
+        .returning(|_, _, _, _| Err(failure()));
     let mut users = MockUserRepository::new();
     users.expect_list().returning(|| Err(failure()));
     TestServices::over(Repositories::new(items, products, users))

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use items_adapters::postgres::PostgresStore;
 use items_testkit::Fixture;
 use items_testkit::postgres::{ScratchStore, test_database_url};
 use items_testkit::tcp_proxy::TcpProxy;
@@ -37,6 +38,70 @@ impl PostgresApp {
 async fn the_item_lifecycle_over_postgres_matches_the_spec_c2_c7_c10() {
     let postgres = PostgresApp::spawn(ScratchStore::create().await).await;
     the_item_lifecycle_matches_the_spec(&postgres.app).await;
+    postgres.finish().await;
+}
+
+/// A second instance: its own pool and its own in-flight registry over the
+/// same database.
+async fn second_instance(scratch: &ScratchStore) -> (TestApp, PostgresStore) {
+    let store = PostgresStore::connect(scratch.database.options(), 8, Duration::from_secs(5))
+        .await
+        .unwrap();
+    (TestApp::spawn(TestServices::postgres(&store)).await, store)
+}
+
+#[tokio::test]
+async fn keyed_creates_are_replayed_by_another_instance_over_postgres_c7() {
+    let postgres = PostgresApp::spawn(ScratchStore::create().await).await;
+    let (other, store) = second_instance(&postgres.scratch).await;
+    let originals = keyed_creates(&postgres.app).await;
+    keyed_creates_are_replayed(&other, &originals).await;
+    drop(other);
+    store.close().await;
+    postgres.finish().await;
+}
+
+/// Two instances get the same key at once, many times: the database's
+/// primary key makes one create and the others wait and replay it; within
+/// one instance a repeat may instead get 409 (its registry saw the first in
+/// flight). Never a second item (C7).
+#[tokio::test]
+async fn concurrent_keyed_creates_on_two_instances_make_one_item_over_postgres_c7() {
+    let postgres = PostgresApp::spawn(ScratchStore::create().await).await;
+    let (other, store) = second_instance(&postgres.scratch).await;
+    let body = json!({ "name": "pen" });
+    let requests = (0..20).map(|n| {
+        let app = if n % 2 == 0 { &postgres.app } else { &other };
+        app.request(reqwest::Method::POST, "/items")
+            .header("idempotency-key", "race")
+            .json(&body)
+            .send()
+    });
+    let mut created = std::collections::BTreeSet::new();
+    for response in futures_util::future::join_all(requests).await {
+        let response = response.unwrap();
+        match response.status().as_u16() {
+            201 => {
+                created.insert(header(&response, "location"));
+            }
+            409 => {}
+            status => panic!("C7: a concurrent duplicate gets 201 or 409, not {status}"),
+        }
+    }
+    assert_eq!(
+        created.len(),
+        1,
+        "C7: every 201 names the same item: {created:?}"
+    );
+    let items = other
+        .get("/items")
+        .await
+        .json::<Vec<Value>>()
+        .await
+        .unwrap();
+    assert_eq!(items.len(), 1, "C7: one item for one key");
+    drop(other);
+    store.close().await;
     postgres.finish().await;
 }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use items_adapters::http::{HttpSettings, RateLimitSettings};
 use items_adapters::memory::InMemoryRateLimitStore;
 use items_adapters::redis::RedisRateLimitStore;
-use items_domain::{Gcra, RateLimitStore, RateLimiter};
+use items_domain::{Gcra, RateLimitStore, RateLimiter, Verdict};
 
 use items_testkit::http::*;
 
@@ -139,4 +139,178 @@ async fn an_unreachable_redis_leaves_the_instance_on_its_own_budget_at_once_c9()
         "answered without waiting on Redis: {:?}",
         started.elapsed()
     );
+}
+
+/// Connects `store` and loads its script (on a key of its own), so what a
+/// test measures next is the shared budget, not the first connection.
+async fn warm_up(store: &RedisRateLimitStore) {
+    let gcra = Gcra::new(NonZeroU32::MAX, Duration::from_secs(1));
+    let warm_up = IpAddr::from([198, 51, 100, 1]);
+    assert!(store.spend(warm_up, gcra).await.is_ok(), "Redis answers");
+}
+
+/// `count` requests to `GET /` at once, spread over `apps` in turn; how many
+/// each status got.
+async fn concurrent_gets(apps: &[&TestApp], count: usize) -> (usize, usize) {
+    let requests = (0..count).map(|n| apps[n % apps.len()].get("/"));
+    let statuses: Vec<u16> = futures_util::future::join_all(requests)
+        .await
+        .iter()
+        .map(|response| response.status().as_u16())
+        .collect();
+    let served = statuses.iter().filter(|&&status| status == 200).count();
+    let refused = statuses.iter().filter(|&&status| status == 429).count();
+    (served, refused)
+}
+
+#[tokio::test]
+async fn a_budget_of_n_lets_exactly_n_of_200_concurrent_requests_through_c9() {
+    // Decisions that queue while a script call is in flight go to Redis
+    // together; one client's many decisions in one call are still taken
+    // one by one against one budget.
+    let mut trials = Vec::new();
+    for _ in 0..TRIALS {
+        let redis = redis_store(REDIS, &unique_prefix());
+        require_redis(&redis).await;
+        warm_up(&redis).await;
+        let app = app_over(shared(redis), 7).await;
+        trials.push(concurrent_gets(&[&app], 200).await);
+        if trials.last() == Some(&(7, 193)) {
+            return;
+        }
+    }
+    panic!("no trial let exactly 7 of 200 through: {trials:?}");
+}
+
+/// Trials of a 200-request burst before an exact count is required to have
+/// shown. A decision whose Redis call misses the 50 ms bound falls back to
+/// the instance's own budget (C9), which may then let more through: on the
+/// CI's 2 cores busy with the whole suite, one burst in several has seen
+/// that happen. Counting wrong in every trial is a fault of the limiter.
+const TRIALS: usize = 3;
+
+#[tokio::test]
+async fn two_instances_let_exactly_n_of_200_concurrent_requests_through_c9() {
+    let mut trials = Vec::new();
+    for _ in 0..TRIALS {
+        let prefix = unique_prefix();
+        let first_store = redis_store(REDIS, &prefix);
+        require_redis(&first_store).await;
+        let second_store = redis_store(REDIS, &prefix);
+        warm_up(&first_store).await;
+        warm_up(&second_store).await;
+        let first = app_over(shared(first_store), 9).await;
+        let second = app_over(shared(second_store), 9).await;
+        trials.push(concurrent_gets(&[&first, &second], 200).await);
+        if trials.last() == Some(&(9, 191)) {
+            return;
+        }
+    }
+    panic!("no trial let exactly 9 of 200 through two instances: {trials:?}");
+}
+
+#[tokio::test]
+async fn a_stalled_redis_sends_every_queued_decision_to_the_local_budget_within_the_bound_c9() {
+    let proxy = FreezingProxy::start().await;
+    let redis = redis_store(
+        &format!("redis://127.0.0.1:{}/", proxy.port),
+        &unique_prefix(),
+    );
+    require_redis(&redis).await;
+    let limiter = shared(Arc::clone(&redis));
+    let gcra = Gcra::new(NonZeroU32::new(5).unwrap(), Duration::from_secs(600));
+    let client = IpAddr::from([203, 0, 113, 10]);
+    // Connected and the script loaded: what follows waits on a stall only.
+    assert!(
+        redis
+            .spend(IpAddr::from([203, 0, 113, 11]), gcra)
+            .await
+            .is_ok()
+    );
+
+    proxy.freeze();
+    let checks = (0..200).map(|_| async {
+        let asked = Instant::now();
+        let verdict = limiter.check(client, gcra).await.unwrap();
+        (verdict, asked.elapsed())
+    });
+    let decided = futures_util::future::join_all(checks).await;
+
+    // Every decision was counted, in the local budget (5), none lost.
+    let allowed = decided
+        .iter()
+        .filter(|(verdict, _)| matches!(verdict, Verdict::Allowed { .. }))
+        .count();
+    assert_eq!(allowed, 5);
+    // Each waited at most the bound (50 ms) plus scheduling; generous for a
+    // loaded machine, but far below what waiting in turn behind the stalled
+    // call would cost (200 × 50 ms) or a Redis that never answers.
+    let longest = decided.iter().map(|(_, waited)| *waited).max().unwrap();
+    assert!(longest < Duration::from_secs(2), "waited {longest:?}");
+
+    // Redis answers again: the store returns to it by itself.
+    proxy.thaw();
+    let back = Instant::now();
+    while redis.spend(client, gcra).await.is_err() {
+        assert!(back.elapsed() < Duration::from_secs(10), "back on Redis");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A TCP proxy to the project's Redis that can hold every byte in both
+/// directions (a Redis that stalls: connections stay open, nothing is
+/// answered) and let them go again. Kept here, minimal, rather than in the
+/// kit's `TcpProxy`, which cuts.
+struct FreezingProxy {
+    port: u16,
+    frozen: tokio::sync::watch::Sender<bool>,
+}
+
+impl FreezingProxy {
+    async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (frozen, watch) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = tokio::net::TcpStream::connect("127.0.0.1:6379").await else {
+                    continue;
+                };
+                let (client_read, client_write) = client.into_split();
+                let (server_read, server_write) = server.into_split();
+                tokio::spawn(pump(client_read, server_write, watch.clone()));
+                tokio::spawn(pump(server_read, client_write, watch.clone()));
+            }
+        });
+        Self { port, frozen }
+    }
+
+    fn freeze(&self) {
+        self.frozen.send_replace(true);
+    }
+
+    fn thaw(&self) {
+        self.frozen.send_replace(false);
+    }
+}
+
+/// Forwards `from` to `to`, holding what it read while the proxy is frozen.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut frozen: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buffer = vec![0; 64 * 1024];
+    loop {
+        let Ok(read @ 1..) = from.read(&mut buffer).await else {
+            return;
+        };
+        if frozen.wait_for(|frozen| !frozen).await.is_err() {
+            return;
+        }
+        if to.write_all(&buffer[..read]).await.is_err() {
+            return;
+        }
+    }
 }

@@ -70,6 +70,15 @@ async fn the_item_lifecycle_over_sqlite_matches_the_spec_c2_c7_c10() {
 }
 
 #[tokio::test]
+async fn keyed_creates_are_replayed_after_a_restart_over_sqlite_c7() {
+    let before = SqliteApp::spawn().await;
+    let originals = keyed_creates(&before.app).await;
+    let after = before.restart().await;
+    keyed_creates_are_replayed(&after.app, &originals).await;
+    after.finish().await;
+}
+
+#[tokio::test]
 async fn products_and_users_over_sqlite_c4() {
     let sqlite = SqliteApp::spawn().await;
     products_and_users_are_served(&sqlite.app).await;

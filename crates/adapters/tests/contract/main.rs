@@ -10,6 +10,7 @@ use items_adapters::memory::{
 use items_testkit::Repositories;
 use items_testkit::postgres::ScratchStore;
 
+mod key_purge;
 mod sqlite_backup;
 mod sqlite_file;
 mod sqlite_point_reads;

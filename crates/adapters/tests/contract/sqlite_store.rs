@@ -1,6 +1,7 @@
 //! What the SQLite store promises beyond the kit's checks: a counter that
 //! survives a restart (C2), group commit, a failing batch that stores
-//! nothing and answers 503 (C12), writers that never see `SQLITE_BUSY`, and
+//! nothing and answers 503 (C12), a write past its budget never applied
+//! (C12), writers that never see `SQLITE_BUSY`, and
 //! a clear error for a file that cannot be opened.
 //!
 //! Some tests hold the file's write lock from a connection of their own
@@ -211,6 +212,53 @@ async fn a_lock_held_elsewhere_past_the_busy_timeout_gives_unavailable_and_store
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_budget_passed_before_the_lock_was_free_is_answered_503_and_never_applied_c12()
+ {
+    let budget = Duration::from_secs(1);
+    let file = SqliteFile::create_with(SqliteSettings {
+        busy_timeout: budget,
+        ..SqliteSettings::default()
+    })
+    .await;
+    let mut lock = hold_write_lock(&file.path()).await;
+
+    // The first write holds the writer in `BEGIN IMMEDIATE` until the busy
+    // timeout (1 s); the second, queued at 0.5 s, has until 1.5 s. Its
+    // batch then waits for the lock, which is let go at 1.75 s: past its
+    // deadline, so the writer must leave it out rather than commit it.
+    let first = tokio::spawn({
+        let items = file.store.items();
+        async move { items.create(name("first")).await }
+    });
+    tokio::time::sleep(budget / 2).await;
+    let late = tokio::spawn({
+        let items = file.store.items();
+        async move { items.create(name("late")).await }
+    });
+    tokio::time::sleep(budget * 5 / 4).await;
+    lock.execute("COMMIT").await.unwrap();
+
+    assert!(matches!(
+        first.await.unwrap(),
+        Err(RepositoryError::Unavailable(_))
+    ));
+    let late = late.await.unwrap();
+    let Err(RepositoryError::Unavailable(cause)) = late else {
+        panic!("a write past its budget must be refused: {late:?}");
+    };
+    assert!(
+        cause.to_string().contains("DATABASE_STATEMENT_TIMEOUT_MS"),
+        "{cause}"
+    );
+    // Whatever the writer was still holding has had its chance to commit.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let items = file.store.items();
+    assert_eq!(items.list(&Default::default()).await.unwrap().total, 0);
+    assert_eq!(items.create(name("after")).await.unwrap().id, Id::new(1));
+    file.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writers_and_readers_never_see_a_busy_file_c12() {
     let file = SqliteFile::create().await;
     // A second store on the same file: another process of the service.
@@ -357,3 +405,54 @@ async fn the_file_is_in_wal_mode_c12() {
     connection.close().await.unwrap();
     file.teardown().await;
 }
+
+/// Two creates under one key in the same batch (C7): the writer applies a
+/// batch's writes one after another in its transaction, so the second sees
+/// the first's key and replays it, and a third with another name is a
+/// mismatch; all in one commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_under_one_key_in_one_batch_make_one_item_c7() {
+    let file = SqliteFile::create().await;
+    let mut lock = hold_write_lock(&file.path()).await;
+    let first = spawn_create(&file.store, "first");
+    // The writer takes `first` alone and waits for the lock with it.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = file.store.commits();
+    let key = items_domain::IdempotencyKey::parse(b"k").unwrap();
+    let at = std::time::SystemTime::now();
+    let mut keyed = Vec::new();
+    // Queued one at a time, so the batch holds them in this order.
+    for (n, raw) in ["pen", "pen", "ink"].into_iter().enumerate() {
+        let items = file.store.items();
+        let key = key.clone();
+        keyed.push(tokio::spawn(async move {
+            items.create_keyed(name(raw), &key, at).await
+        }));
+        until_queued(&file.store, n + 1).await;
+    }
+    lock.execute("COMMIT").await.unwrap();
+    first.await.unwrap().unwrap();
+    let mut answers = Vec::new();
+    for answer in keyed {
+        answers.push(answer.await.unwrap().unwrap());
+    }
+
+    let pen = Item {
+        id: Id::new(2),
+        name: name("pen"),
+    };
+    assert_eq!(
+        answers,
+        [
+            items_domain::Keyed::Created(pen.clone()),
+            items_domain::Keyed::Replayed(pen),
+            items_domain::Keyed::Mismatch,
+        ]
+    );
+    assert_eq!(file.store.commits() - before, 2, "`first`, then one batch");
+    let page = file.store.items().list(&Default::default()).await.unwrap();
+    assert_eq!(page.total, 2, "first and pen");
+    file.teardown().await;
+}
+
+mod keyed_budget;

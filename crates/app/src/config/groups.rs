@@ -15,7 +15,8 @@ use std::time::Duration;
 use clap::builder::TypedValueParser as _;
 use clap::{Args, ValueEnum};
 use items_adapters::http::{BodyLimits, RateLimitSettings, UploadLimits};
-use items_adapters::postgres::DEFAULT_POOL_SIZE;
+use items_adapters::postgres::{DEFAULT_POOL_SIZE, DEFAULT_STATEMENT_TIMEOUT, PostgresSettings};
+use items_adapters::sqlite::SqliteSettings;
 use items_domain::defaults as limits;
 
 use super::DatabaseUrl;
@@ -84,7 +85,21 @@ pub struct StoreConfig {
     #[arg(long, env = "DATABASE_POOL_SIZE", default_value_t = DEFAULT_POOL_SIZE,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub database_pool_size: u32,
+
+    /// The longest one store operation may take, in milliseconds
+    /// (1–3600000): past it the request gets 503 with `Retry-After` and
+    /// what it was writing is rolled back (PostgreSQL and SQLite).
+    #[arg(long, env = "DATABASE_STATEMENT_TIMEOUT_MS",
+          default_value_t = DEFAULT_STATEMENT_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_STATEMENT_TIMEOUT_MS))]
+    pub database_statement_timeout_ms: u64,
 }
+
+/// The longest budget `DATABASE_STATEMENT_TIMEOUT_MS` takes: an hour. A
+/// request left waiting longer is no request any client still waits for;
+/// `0` is refused rather than read as "no budget", since an unbounded wait
+/// on a stalled database is what the setting exists to prevent.
+const MAX_STATEMENT_TIMEOUT_MS: u64 = 3_600_000;
 
 impl StoreConfig {
     /// The durable store `DATABASE_URL` names; `None` keeps everything in
@@ -94,6 +109,31 @@ impl StoreConfig {
         self.database_url
             .as_deref()
             .and_then(|url| DatabaseUrl::parse(url).ok())
+    }
+
+    /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`).
+    pub fn statement_timeout(&self) -> Duration {
+        Duration::from_millis(self.database_statement_timeout_ms)
+    }
+}
+
+impl From<&StoreConfig> for PostgresSettings {
+    fn from(store: &StoreConfig) -> Self {
+        Self {
+            pool_size: store.database_pool_size,
+            statement_timeout: store.statement_timeout(),
+        }
+    }
+}
+
+/// The budget bounds both the wait for another process's lock on the file
+/// (SQLite's busy timeout) and each write's wait for the writer.
+impl From<&StoreConfig> for SqliteSettings {
+    fn from(store: &StoreConfig) -> Self {
+        Self {
+            busy_timeout: store.statement_timeout(),
+            ..Self::default()
+        }
     }
 }
 
@@ -133,7 +173,8 @@ impl From<&LimiterConfig> for RateLimitSettings {
     }
 }
 
-/// Uploaded files (C4, C5): where they are kept and how large one may be.
+/// Uploaded files (C4, C5): where they are kept, how large one may be and
+/// how much they may occupy together.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Uploads")]
 pub struct UploadsConfig {
@@ -145,6 +186,11 @@ pub struct UploadsConfig {
     #[arg(long, env = "MAX_FILE_BYTES", default_value_t = limits::MAX_FILE_BYTES,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub max_file_bytes: u64,
+
+    /// The most bytes all stored uploads together may occupy (beyond it:
+    /// 507); 0 = no bound but the disk's. Per instance (docs/operations.md).
+    #[arg(long, env = "UPLOADS_MAX_BYTES", default_value_t = defaults::UPLOADS_MAX_BYTES)]
+    pub uploads_max_bytes: u64,
 }
 
 impl From<&UploadsConfig> for UploadLimits {

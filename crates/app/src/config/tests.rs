@@ -34,9 +34,11 @@ fn defaults_follow_the_c1_table() {
     assert_eq!(config.limiter.trust_proxy, 0);
     assert_eq!(config.limiter.redis_url, None);
     assert_eq!(config.uploads.max_file_bytes, 10_485_760);
+    assert_eq!(config.uploads.uploads_max_bytes, 10_737_418_240);
     assert_eq!(config.server.max_json_bytes, 102_400);
     assert_eq!(config.server.log_format, LogFormat::Text);
     assert_eq!(config.store.database_pool_size, 10);
+    assert_eq!(config.store.database_statement_timeout_ms, 5000);
     assert_eq!(config.admin.admin_port, None);
     assert_eq!(config.admin.shutdown_drain_ms, 5000);
 }
@@ -68,6 +70,32 @@ fn the_admin_port_is_off_unless_set_c11() {
 }
 
 #[test]
+fn the_statement_budget_is_1_ms_to_an_hour_and_reaches_both_durable_stores_c1_c12() {
+    use items_adapters::postgres::PostgresSettings;
+    use items_adapters::sqlite::SqliteSettings;
+
+    let store = |args: &[&str]| parse(args).unwrap().store;
+    assert_eq!(
+        store(&["--database-statement-timeout-ms", "1"]).statement_timeout(),
+        std::time::Duration::from_millis(1)
+    );
+    let store = store(&[
+        "--database-statement-timeout-ms=3600000",
+        "--database-pool-size=3",
+    ]);
+    let postgres = PostgresSettings::from(&store);
+    assert_eq!(
+        postgres.statement_timeout,
+        std::time::Duration::from_secs(3600)
+    );
+    assert_eq!(postgres.pool_size, 3);
+    assert_eq!(
+        SqliteSettings::from(&store).busy_timeout,
+        std::time::Duration::from_secs(3600)
+    );
+}
+
+#[test]
 fn invalid_values_give_one_line_naming_the_setting_c1() {
     for (args, variable) in [
         (&["--port", "abc"][..], "PORT"),
@@ -82,11 +110,33 @@ fn invalid_values_give_one_line_naming_the_setting_c1() {
         (&["--redis-url", "http://x"][..], "REDIS_URL"),
         (&["--redis-url", "redis://"][..], "REDIS_URL"),
         (&["--max-file-bytes=0"][..], "MAX_FILE_BYTES"),
+        (&["--uploads-max-bytes=-1"][..], "UPLOADS_MAX_BYTES"),
+        (&["--uploads-max-bytes", "10GiB"][..], "UPLOADS_MAX_BYTES"),
         (&["--max-json-bytes", "x"][..], "MAX_JSON_BYTES"),
         (&["--log-format", "xml"][..], "LOG_FORMAT"),
         (&["--database-pool-size", "0"][..], "DATABASE_POOL_SIZE"),
         (&["--database-pool-size", "1001"][..], "DATABASE_POOL_SIZE"),
         (&["--database-pool-size", "ten"][..], "DATABASE_POOL_SIZE"),
+        (
+            &["--database-statement-timeout-ms", "0"][..],
+            "DATABASE_STATEMENT_TIMEOUT_MS",
+        ),
+        (
+            &["--database-statement-timeout-ms=-1"][..],
+            "DATABASE_STATEMENT_TIMEOUT_MS",
+        ),
+        (
+            &["--database-statement-timeout-ms", "5s"][..],
+            "DATABASE_STATEMENT_TIMEOUT_MS",
+        ),
+        (
+            &["--database-statement-timeout-ms", "1.5"][..],
+            "DATABASE_STATEMENT_TIMEOUT_MS",
+        ),
+        (
+            &["--database-statement-timeout-ms", "3600001"][..],
+            "DATABASE_STATEMENT_TIMEOUT_MS",
+        ),
         (&["--admin-port", "70000"][..], "ADMIN_PORT"),
         (&["--admin-host", "admin.internal"][..], "ADMIN_HOST"),
         (&["--shutdown-drain-ms", "60001"][..], "SHUTDOWN_DRAIN_MS"),

@@ -4,7 +4,9 @@
 //! sent, and the next id is above every id seen (C2) — Jepsen's set check
 //! in miniature. Over PostgreSQL also: the service's database connections
 //! terminated mid-load give 503s, lose nothing acknowledged, and heal
-//! without a restart.
+//! without a restart. After each restart every create whose outcome was
+//! unknown is retried with its `Idempotency-Key`, and each key must end up
+//! as exactly one item (C7, issue 20).
 //!
 //! Run them alone with `cargo test -p items-app --test e2e crash -- --nocapture`
 //! to see the figures; `CRASH_SEED=<seed>` repeats a run's choices.
@@ -14,6 +16,7 @@ mod history;
 mod load;
 mod model;
 mod postgres;
+mod retry;
 mod rng;
 mod rounds;
 mod self_check;

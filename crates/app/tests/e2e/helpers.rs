@@ -184,6 +184,12 @@ impl Service {
         self.client.url(path)
     }
 
+    /// Its `UPLOADS_DIR`, unless the test set one of its own.
+    #[allow(dead_code)] // used by some test modules only
+    pub fn uploads_dir(&self) -> std::path::PathBuf {
+        self.files.path().join("uploads")
+    }
+
     /// Sends SIGTERM (by `kill`, so the tests need no unsafe code).
     pub fn terminate(&self) {
         let pid = self.child.id().to_string();

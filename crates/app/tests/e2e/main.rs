@@ -28,5 +28,7 @@ mod operator;
 mod restore;
 mod sqlite;
 mod startup;
+mod statement_budget;
 mod two_instances;
 mod unread_bodies;
+mod uploads;

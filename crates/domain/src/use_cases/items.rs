@@ -4,8 +4,10 @@
 
 use std::sync::Arc;
 
+use super::keyed::{self, CreateError, Created};
 use crate::RepositoryError;
 use crate::entities::{Item, ItemListing, ItemPage, ItemQuery};
+use crate::idempotency::{IdempotencyKey, InFlight};
 use crate::ports::{ItemRepository, Replaced};
 use crate::values::{Id, Name};
 
@@ -42,7 +44,7 @@ pub type Precondition<'a> = &'a (dyn Fn(&Item) -> bool + Send + Sync);
 /// # use std::sync::{Arc, Mutex};
 /// # use async_trait::async_trait;
 /// use items_domain::{GetItemError, Item, ItemService, Name, ReplaceItemError};
-/// # use items_domain::{Id, ItemListing, ItemPage, ItemQuery, ItemRepository, Replaced, RepositoryError};
+/// # use items_domain::{IdempotencyKey, Keyed, Id, ItemListing, ItemPage, ItemQuery, ItemRepository, Replaced, RepositoryError};
 /// #
 /// # /// Just enough of a repository for this example.
 /// # #[derive(Default)]
@@ -65,6 +67,9 @@ pub type Precondition<'a> = &'a (dyn Fn(&Item) -> bool + Send + Sync);
 /// #         *last += 1;
 /// #         names.insert(Id::new(*last), name.clone());
 /// #         Ok(Item { id: Id::new(*last), name })
+/// #     }
+/// #     async fn create_keyed(&self, _: Name, _: &IdempotencyKey, _: std::time::SystemTime) -> Result<Keyed<Item>, RepositoryError> {
+/// #         unimplemented!()
 /// #     }
 /// #     async fn replace(&self, item: &Item, expected: Option<Name>) -> Result<Replaced, RepositoryError> {
 /// #         let names = &mut self.0.lock().unwrap().1;
@@ -106,6 +111,8 @@ pub type Precondition<'a> = &'a (dyn Fn(&Item) -> bool + Send + Sync);
 #[derive(Clone)]
 pub struct ItemService {
     repository: Arc<dyn ItemRepository>,
+    /// Keys of the item creates running in this process (C7: 409).
+    in_flight: InFlight,
 }
 
 impl std::fmt::Debug for ItemService {
@@ -117,7 +124,10 @@ impl std::fmt::Debug for ItemService {
 impl ItemService {
     /// The use cases over `repository`.
     pub fn new(repository: Arc<dyn ItemRepository>) -> Self {
-        Self { repository }
+        Self {
+            repository,
+            in_flight: InFlight::default(),
+        }
     }
 
     /// The items matching `query`, in id order, with the total count (C10).
@@ -145,6 +155,25 @@ impl ItemService {
     /// Creates an item; its id comes from the repository's counter (C2).
     pub async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
         self.repository.create(name).await
+    }
+
+    /// Creates an item under an idempotency key (C7): a repeat with the same
+    /// name within 24 hours answers the first item again and creates
+    /// nothing.
+    ///
+    /// # Errors
+    /// [`CreateError::KeyReused`] when the key was used with another name;
+    /// [`CreateError::KeyInFlight`] while a create with the key runs in this
+    /// process; [`CreateError::Unavailable`] when the store cannot be written.
+    pub async fn create_once(
+        &self,
+        name: Name,
+        key: &IdempotencyKey,
+    ) -> Result<Created<Item>, CreateError> {
+        keyed::create_once(&self.in_flight, key, |at| {
+            self.repository.create_keyed(name, key, at)
+        })
+        .await
     }
 
     /// Replaces the whole item: the result has the path id and the new name

@@ -4,9 +4,11 @@
 //! so a caller matches exactly the failures that operation can produce.
 
 mod items;
+mod keyed;
 mod products;
 mod users;
 
 pub use items::{GetItemError, ItemService, Precondition, ReplaceItemError};
+pub use keyed::{CreateError, Created};
 pub use products::ProductService;
 pub use users::UserService;

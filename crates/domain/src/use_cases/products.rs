@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
+use super::keyed::{self, CreateError, Created};
 use crate::RepositoryError;
 use crate::entities::Product;
+use crate::idempotency::{IdempotencyKey, InFlight};
 use crate::ports::ProductRepository;
 use crate::values::{Name, Price};
 
@@ -14,7 +16,7 @@ use crate::values::{Name, Price};
 /// # use std::sync::{Arc, Mutex};
 /// # use async_trait::async_trait;
 /// use items_domain::{Name, Price, ProductService};
-/// # use items_domain::{Id, Product, ProductRepository, RepositoryError};
+/// # use items_domain::{IdempotencyKey, Keyed, Id, Product, ProductRepository, RepositoryError};
 /// #
 /// # /// Just enough of a repository for this example.
 /// # #[derive(Default)]
@@ -31,6 +33,9 @@ use crate::values::{Name, Price};
 /// #         products.push(Product { id, name, price });
 /// #         Ok(products[products.len() - 1].clone())
 /// #     }
+/// #     async fn create_keyed(&self, _: Name, _: Price, _: &IdempotencyKey, _: std::time::SystemTime) -> Result<Keyed<Product>, RepositoryError> {
+/// #         unimplemented!()
+/// #     }
 /// # }
 /// #
 /// # #[tokio::main(flavor = "current_thread")]
@@ -45,6 +50,8 @@ use crate::values::{Name, Price};
 #[derive(Clone)]
 pub struct ProductService {
     repository: Arc<dyn ProductRepository>,
+    /// Keys of the product creates running in this process (C7: 409).
+    in_flight: InFlight,
 }
 
 impl std::fmt::Debug for ProductService {
@@ -56,7 +63,10 @@ impl std::fmt::Debug for ProductService {
 impl ProductService {
     /// The use cases over `repository`.
     pub fn new(repository: Arc<dyn ProductRepository>) -> Self {
-        Self { repository }
+        Self {
+            repository,
+            in_flight: InFlight::default(),
+        }
     }
 
     /// Every product, in id order.
@@ -67,6 +77,26 @@ impl ProductService {
     /// Creates a product; its id comes from the repository's counter (C2).
     pub async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
         self.repository.create(name, price).await
+    }
+
+    /// Creates a product under an idempotency key (C7), as
+    /// [`ItemService::create_once`](crate::ItemService::create_once) does:
+    /// "the same body" is the same name and price.
+    ///
+    /// # Errors
+    /// [`CreateError::KeyReused`] when the key was used with other values;
+    /// [`CreateError::KeyInFlight`] while a create with the key runs in this
+    /// process; [`CreateError::Unavailable`] when the store cannot be written.
+    pub async fn create_once(
+        &self,
+        name: Name,
+        price: Price,
+        key: &IdempotencyKey,
+    ) -> Result<Created<Product>, CreateError> {
+        keyed::create_once(&self.in_flight, key, |at| {
+            self.repository.create_keyed(name, price, key, at)
+        })
+        .await
     }
 }
 
@@ -119,6 +149,50 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(created, product(7));
+    }
+
+    #[tokio::test]
+    async fn create_once_passes_name_price_and_key_and_answers_a_replay_c7() {
+        let mut repository = MockProductRepository::new();
+        repository
+            .expect_create_keyed()
+            .withf(|name, price, key, _| {
+                name.as_str() == "pen" && price.get() == 1.5 && key.as_str() == "k1"
+            })
+            .times(1)
+            .return_once(|_, _, _, _| Ok(crate::Keyed::Replayed(product(7))));
+
+        let created = ProductService::new(Arc::new(repository))
+            .create_once(
+                Name::parse("pen").unwrap(),
+                Price::new(1.5).unwrap(),
+                &IdempotencyKey::parse(b"k1").unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            created,
+            Created {
+                value: product(7),
+                replayed: true
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn create_once_refuses_other_values_and_a_key_in_flight_c7() {
+        let mut repository = MockProductRepository::new();
+        repository
+            .expect_create_keyed()
+            .times(1)
+            .return_once(|_, _, _, _| Ok(crate::Keyed::Mismatch));
+        let service = ProductService::new(Arc::new(repository));
+        let key = IdempotencyKey::parse(b"k1").unwrap();
+        let create =
+            || service.create_once(Name::parse("ink").unwrap(), Price::new(2.0).unwrap(), &key);
+        assert!(matches!(create().await, Err(CreateError::KeyReused)));
+        let _first = service.in_flight.claim(&key).expect("free");
+        assert!(matches!(create().await, Err(CreateError::KeyInFlight)));
     }
 
     #[tokio::test]

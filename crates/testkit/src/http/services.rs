@@ -62,6 +62,28 @@ impl TestServices {
         self
     }
 
+    /// The same services with uploads bounded to `max_bytes` together
+    /// (`UPLOADS_MAX_BYTES`, C5): the store is opened again over the same
+    /// directory, so it counts the files already there, as at a restart.
+    ///
+    /// # Panics
+    /// When the directory cannot be opened again.
+    #[must_use]
+    pub fn with_uploads_max_bytes(mut self, max_bytes: u64) -> Self {
+        let store = DiskUploadStore::open_bounded(self.uploads.path(), max_bytes)
+            .expect("the uploads directory opens");
+        self.services.uploads = items_domain::UploadService::new(Arc::new(store));
+        self
+    }
+
+    /// The same services with another upload store (one that fails, say);
+    /// the temporary directory stays, empty.
+    #[must_use]
+    pub fn with_upload_store(mut self, store: Arc<dyn items_domain::UploadStore>) -> Self {
+        self.services.uploads = items_domain::UploadService::new(store);
+        self
+    }
+
     /// The directory uploads are stored in.
     pub fn uploads(&self) -> &Path {
         self.uploads.path()

@@ -4,18 +4,21 @@
 //! - [`writes`]: `get`, `replace` and its compare-and-swap (C7), `delete`,
 //!   names kept exactly (C3);
 //! - [`pages`]: `list`, pages and totals (C10);
-//! - [`full_listing`]: `list_all`, its version and snapshot (C7, C10).
+//! - [`full_listing`]: `list_all`, its version and snapshot (C7, C10);
+//! - [`keys`]: `create_keyed`, idempotency keys (C7).
 //!
 //! Every check is also here, where `contract_tests!` finds it, and takes the
 //! repository as an `Arc<dyn ItemRepository>`.
 
 pub mod full_listing;
 pub mod ids;
+pub mod keys;
 pub mod pages;
 pub mod writes;
 
 pub use full_listing::*;
 pub use ids::*;
+pub use keys::*;
 pub use pages::*;
 pub use writes::*;
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::http::fields;
-use crate::http::problem::ApiError;
+use crate::http::problem::{ApiError, FieldError};
 
 /// The body of `POST /items` and `PUT /items/{id}`; other fields are ignored.
 // `name` is read as any JSON value, so that a wrong one can be reported in
@@ -24,7 +24,12 @@ pub(crate) struct ItemBody {
 impl ItemBody {
     /// The name sent, or a 400 naming what is wrong with it (C3, C6).
     pub(super) fn into_name(self) -> Result<Name, ApiError> {
-        fields::all_valid(fields::name(self.name).map_err(|error| vec![error]))
+        fields::all_valid(self.into_fields())
+    }
+
+    /// The name, or the refusal of it as the `errors` of C6.
+    pub(super) fn into_fields(self) -> Result<Name, Vec<FieldError>> {
+        fields::name(self.name).map_err(|error| vec![error])
     }
 }
 

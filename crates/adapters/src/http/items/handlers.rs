@@ -12,6 +12,7 @@ use super::query::ListParams;
 use super::{stream, total_count};
 use crate::http::body::JsonObject;
 use crate::http::conditional::{etag_of, if_match};
+use crate::http::idempotency;
 use crate::http::problem::{ApiError, Problem};
 use crate::http::respond;
 
@@ -92,26 +93,40 @@ pub(crate) async fn get(
     Ok(respond::json_bytes(StatusCode::OK, item_json(&item)?))
 }
 
-/// `POST /items`: 201 with the item and its `Location` (spec §4, C2, C3, C7).
+/// `POST /items`: 201 with the item and its `Location` (spec §4, C2, C3, C7);
+/// with an `Idempotency-Key`, a repeat answers the first item again (C7).
 #[utoipa::path(
     post,
     path = "/items",
     tag = "items",
-    summary = "Create an item",
+    summary = "Create an item (idempotent with an Idempotency-Key, C7)",
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters. A repeat with the same key and body within 24 hours answers the first `201` again (same `Location` and body, plus `Idempotent-Replayed: true`) and creates nothing (C7)", min_length = 1, max_length = 255, pattern = "^[!-~]{1,255}$")
+    ),
     request_body(content = ItemBody, content_type = "application/json"),
     responses(
-        (status = 201, description = "The created item", body = ItemDto, headers(
-            ("Location" = String, description = "The new resource, e.g. `/items/7`")
+        (status = 201, description = "The created item, or the item the first request with this `Idempotency-Key` created", body = ItemDto, headers(
+            ("Location" = String, description = "The new resource, e.g. `/items/7`"),
+            ("Idempotent-Replayed" = String, description = "`true` when this answers an earlier request with the same `Idempotency-Key` (C7)")
         )),
-        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = Problem, content_type = "application/problem+json")
+        (status = 400, description = "Invalid request; `errors` lists each refused value, the `Idempotency-Key` header included (C3, C6)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "A request with this `Idempotency-Key` is still in progress; retry after `Retry-After` (C7)", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "This `Idempotency-Key` was used within 24 hours with another body; nothing was created (C7)", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn create(
     service: web::Data<ItemService>,
+    request: HttpRequest,
     JsonObject(body): JsonObject<ItemBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let item = service.create(body.into_name()?).await?;
-    respond::created(location(item.id), &ItemDto::from(&item))
+    let (name, key) = idempotency::with_key(&request, body.into_fields())?;
+    let Some(key) = key else {
+        let item = service.create(name).await?;
+        return respond::created(location(item.id), &ItemDto::from(&item));
+    };
+    let created = service.create_once(name, &key).await?;
+    let item = &created.value;
+    idempotency::created(&created, location(item.id), &ItemDto::from(item))
 }
 
 /// `PUT /items/{id}`: replaces the name; the body is checked before the id

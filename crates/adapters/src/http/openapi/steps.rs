@@ -219,6 +219,7 @@ impl ParameterExamples {
             "name" => json!("pen"),
             "person" => json!("Ada"),
             "If-Match" => json!("*"),
+            "Idempotency-Key" => json!("order-4f9c2a7e"),
             _ => return None,
         })
     }

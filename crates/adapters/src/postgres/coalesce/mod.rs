@@ -30,12 +30,23 @@
 //! fifth less CPU per read (docs/performance.md, issue 21). A lone request
 //! still goes at once.
 //!
-//! A request whose caller gave up before its batch was taken (its future
-//! dropped: a client gone, or the per-operation time budget spent) is
-//! dropped from the batch, not run after it left ([`Batch::drop_abandoned`]).
-//! A batch that fails answers [`RepositoryError::Unavailable`] to every
-//! request in it: each runs as one statement, hence one transaction, so
-//! nothing of it was written.
+//! The statement budget (`DATABASE_STATEMENT_TIMEOUT_MS`, C12, `budget.rs`)
+//! holds for coalesced requests as for any other. A request alone runs on
+//! a lease whose deadline is the budget from now. A queued request's
+//! deadline is the budget from when it was asked, so its wait in the queue
+//! and for a connection counts against it. The drainer, once it holds a
+//! connection, *claims* the requests still wanted ([`Batch::claim`]): one
+//! whose caller gave up before (its future dropped: a client gone) or whose
+//! deadline passed (its caller answered 503) is left out, never run. The
+//! batch then runs under a lease whose deadline is the **earliest deadline
+//! among its claimed requests** (or the lease's own, if earlier), so no
+//! caller waits for its answer past its own budget; the price is that a
+//! batch holding a request close to its deadline may fail for all (each
+//! answered 503) where the others alone had time left. A create batch is
+//! one transaction committed through the lease only before that deadline
+//! (`creates.rs`): a batch past it answers 503 to each request and writes
+//! nothing. A batch that fails answers [`RepositoryError::Unavailable`] to
+//! every request in it, and nothing of it was written.
 
 mod creates;
 mod reads;
@@ -49,6 +60,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use items_domain::RepositoryError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 use super::ACQUIRE_TIMEOUT;
 use super::pool::{Lease, Pool, lease, try_lease};
@@ -177,9 +189,19 @@ impl<O: Operation> Coalescer<O> {
             self.inner.record(1);
             return O::one(&mut lease, work).await;
         }
-        let answer = self.inner.queue.enqueue(work).await.map_err(stopped)?;
+        // Queued: the budget runs from when the request was asked, so the
+        // wait for a batch counts against it (C12).
+        let budget = self.inner.pool.manager().budget;
+        let deadline = Instant::now() + budget;
+        let unanswered = |why| unanswered(why, budget);
+        let answer = self
+            .inner
+            .queue
+            .enqueue_by(work, deadline)
+            .await
+            .map_err(unanswered)?;
         self.inner.wake();
-        answer.await.map_err(stopped)?
+        answer.wait().await.map_err(unanswered)?
     }
 
     pub(super) fn stats(&self) -> CoalescingStats {
@@ -222,24 +244,32 @@ impl<O: Operation> Inner<O> {
             Err(error) => Err(error),
         };
         self.waiting.store(false, Ordering::SeqCst);
-        let (batch, more) = {
-            let mut batches = self.batches.lock().unwrap_or_else(PoisonError::into_inner);
-            (batches.try_next(), batches.queued() > 0)
-        };
-        if more {
+        let batch = self
+            .batches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .try_next();
+        if self.queue.queued() > 0 {
             // More than one batch was queued: its enqueuers saw this drainer
             // waiting and spawned none.
             self.wake();
         }
         let Some(mut batch) = batch else { return };
-        batch.drop_abandoned();
+        let mut lease = match lease {
+            Ok(lease) => lease,
+            Err(error) => return fail(batch, error),
+        };
+        // The statement is sure to start: from here each request left waits
+        // for the batch's fate; those abandoned or late are left out.
+        batch.claim();
         if batch.is_empty() {
             return;
         }
-        match lease {
-            Ok(mut lease) => self.run(&mut lease, batch).await,
-            Err(error) => fail(batch, error),
+        // No caller waits for its answer past its own deadline (C12).
+        if let Some(deadline) = batch.deadline() {
+            lease.limit(deadline);
         }
+        self.run(&mut lease, batch).await;
     }
 
     /// A lane, waiting at most as long as for a connection.
@@ -297,8 +327,15 @@ fn fail<W, T>(batch: Batch<W, Result<T, RepositoryError>>, error: RepositoryErro
     batch.answer_each(|_| Err(RepositoryError::unavailable(Arc::clone(&cause))));
 }
 
-fn stopped(_: batch::Stopped) -> RepositoryError {
-    RepositoryError::unavailable("the request was dropped before it was run")
+/// Why a queued request got no answer from its batch, as the store's error.
+fn unanswered(why: batch::Unanswered, budget: std::time::Duration) -> RepositoryError {
+    match why {
+        // Never run, nor will be: 503 for the budget (C12).
+        batch::Unanswered::Late => crate::budget::over_budget(budget),
+        batch::Unanswered::Stopped => {
+            RepositoryError::unavailable("the request was dropped before it was run")
+        }
+    }
 }
 
 /// Describes the coalescing metrics to the installed recorder.

@@ -187,8 +187,11 @@ impl Writer {
 /// create's id is filled in from the answer's `Location`.
 pub async fn send(http: &reqwest::Client, base: &str, write: &mut Write) -> Outcome {
     let request = match write {
+        // Every create carries a key, its unique name, so one of unknown
+        // outcome can be retried safely after the restart (C7, `retry.rs`).
         Write::Create { name, .. } => http
             .post(format!("{base}/items"))
+            .header("idempotency-key", name.as_str())
             .json(&json!({ "name": name })),
         Write::Replace { id, name } => http
             .put(format!("{base}/items/{id}"))

@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::check::{Refusals, Verdict, check};
 use super::history::{Op, Outcome, Tally, Write};
 use super::load::Load;
+use super::retry::{Retries, retry_unknown_creates};
 use super::rng::{self, Rng};
 use crate::helpers::{Client, Service};
 
@@ -36,7 +37,8 @@ pub struct Report {
     pub rounds: usize,
     pub tally: Tally,
     pub lost: usize,
-    pub uncertain_creates_applied: usize,
+    /// Creates of unknown outcome retried with their key after the restart.
+    pub retries: Retries,
     pub items_at_end: usize,
     pub elapsed: Duration,
 }
@@ -46,13 +48,16 @@ impl fmt::Display for Report {
         write!(
             f,
             "crash test over {}: {} rounds, {} acknowledged writes, {} unknown outcomes \
-             ({} of them creates found applied), {} refused, {} not sent, {} lost; \
+             ({} of them creates, retried with their key: {} replayed, as committed before the \
+             kill; {} duplicates), {} refused, {} not sent, {} lost; \
              {} items at the end; {:.1} s (seed {})",
             self.label,
             self.rounds,
             self.tally.acknowledged,
             self.tally.unknown,
-            self.uncertain_creates_applied,
+            self.retries.retried,
+            self.retries.replayed,
+            self.retries.duplicates,
             self.tally.refused,
             self.tally.not_sent,
             self.lost,
@@ -66,16 +71,39 @@ impl fmt::Display for Report {
 impl Report {
     /// Adds a round's figures; fails the test, naming every violation and
     /// the seed, when the round lost or invented anything.
-    pub fn add_round(&mut self, round: usize, ops: &[Op], verdict: &Verdict) {
-        let tally = Tally::of(ops);
+    /// `ops` are the round's writes after the retries, `unknown` how many
+    /// had an unknown outcome before them.
+    pub fn add_round(
+        &mut self,
+        round: usize,
+        unknown: usize,
+        ops: &[Op],
+        verdict: &Verdict,
+        retries: &Retries,
+    ) {
+        let mut tally = Tally::of(ops);
+        tally.acknowledged -= retries.retried;
+        tally.unknown = unknown;
         println!(
-            "  {} round {round}: {} acknowledged, {} unknown, {} refused",
-            self.label, tally.acknowledged, tally.unknown, tally.refused
+            "  {} round {round}: {} acknowledged, {} unknown ({} creates retried, {} replayed), \
+             {} refused",
+            self.label,
+            tally.acknowledged,
+            tally.unknown,
+            retries.retried,
+            retries.replayed,
+            tally.refused
         );
         self.rounds += 1;
         self.tally.add(tally);
+        self.retries.add(retries);
+        assert_eq!(
+            retries.duplicates, 0,
+            "crash test over {}, round {round}, seed {}: a create retried with its key made a \
+             second item (C7)",
+            self.label, self.seed
+        );
         self.lost += verdict.lost.len();
-        self.uncertain_creates_applied += verdict.uncertain_creates_applied;
         assert!(
             verdict.is_clean(),
             "crash test over {}, round {round}, seed {} (CRASH_SEED={} repeats the choices): \
@@ -118,9 +146,16 @@ pub async fn kill_rounds(store: &impl Store, rounds: usize) -> Report {
 
         store.after_kill().await;
         service = start(store).await;
+        let unknown = Tally::of(&ops).unknown;
+        let mut ops = ops;
+        let mut retries = retry_unknown_creates(service.client.port, &mut ops).await;
         let listed = read_all(&service.client).await;
+        retries.count_duplicates(&listed);
+        // The retried creates are acknowledged now: the checker holds the
+        // store to the id each retry answered, and a second item under a
+        // retried name is a phantom.
         let verdict = check(&items, &ops, Refusals::WroteNothing, &listed);
-        report.add_round(round, &ops, &verdict);
+        report.add_round(round, unknown, &ops, &verdict, &retries);
 
         highest_id = highest_id
             .max(highest_acknowledged_id(&ops))

@@ -300,3 +300,106 @@ async fn delete_reports_an_unavailable_store() {
     let error = service(repository).delete(Id::new(1)).await.unwrap_err();
     assert!(is_the_stores_failure(&error), "{error:?}");
 }
+
+fn key(raw: &str) -> IdempotencyKey {
+    IdempotencyKey::parse(raw.as_bytes()).expect("valid test key")
+}
+
+/// Expects one keyed create of `raw` under key `k`, at a moment within the
+/// last minute (the use case reads the clock), answered with `answer`.
+fn expect_create_keyed(
+    repository: &mut MockItemRepository,
+    raw: &'static str,
+    k: &'static str,
+    answer: Result<crate::Keyed<Item>, RepositoryError>,
+) {
+    repository
+        .expect_create_keyed()
+        .withf(move |name, key, at| {
+            let age = std::time::SystemTime::now().duration_since(*at);
+            name.as_str() == raw && key.as_str() == k && age.is_ok_and(|age| age.as_secs() < 60)
+        })
+        .times(1)
+        .return_once(move |_, _, _| answer);
+}
+
+#[tokio::test]
+async fn create_once_answers_a_new_item_as_not_replayed_c7() {
+    let mut repository = MockItemRepository::new();
+    expect_create_keyed(
+        &mut repository,
+        "pen",
+        "k1",
+        Ok(crate::Keyed::Created(item(7, "pen"))),
+    );
+    let created = service(repository)
+        .create_once(name("pen"), &key("k1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        created,
+        Created {
+            value: item(7, "pen"),
+            replayed: false
+        }
+    );
+}
+
+#[tokio::test]
+async fn create_once_answers_the_first_item_of_a_replay_c7() {
+    let mut repository = MockItemRepository::new();
+    // The store answers the item as first created (id 3, "pen"), whatever it is now.
+    expect_create_keyed(
+        &mut repository,
+        "pen",
+        "k1",
+        Ok(crate::Keyed::Replayed(item(3, "pen"))),
+    );
+    let created = service(repository)
+        .create_once(name("pen"), &key("k1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        created,
+        Created {
+            value: item(3, "pen"),
+            replayed: true
+        }
+    );
+}
+
+#[tokio::test]
+async fn create_once_refuses_a_key_used_with_another_name_c7() {
+    let mut repository = MockItemRepository::new();
+    expect_create_keyed(&mut repository, "ink", "k1", Ok(crate::Keyed::Mismatch));
+    let result = service(repository)
+        .create_once(name("ink"), &key("k1"))
+        .await;
+    assert!(matches!(result, Err(CreateError::KeyReused)), "{result:?}");
+}
+
+#[tokio::test]
+async fn create_once_refuses_a_key_in_flight_without_asking_the_store_c7() {
+    let mut repository = MockItemRepository::new();
+    repository.expect_create_keyed().times(0);
+    let service = service(repository);
+    let _first = service.in_flight.claim(&key("k1")).expect("free");
+    let result = service.create_once(name("pen"), &key("k1")).await;
+    assert!(
+        matches!(result, Err(CreateError::KeyInFlight)),
+        "{result:?}"
+    );
+}
+
+#[tokio::test]
+async fn create_once_reports_an_unavailable_store_and_releases_the_key_c7() {
+    let mut repository = MockItemRepository::new();
+    expect_create_keyed(&mut repository, "pen", "k1", Err(unavailable()));
+    let service = service(repository);
+    let result = service.create_once(name("pen"), &key("k1")).await;
+    assert!(
+        matches!(result, Err(CreateError::Unavailable(ref error)) if is_the_stores_failure(error)),
+        "{result:?}"
+    );
+    assert!(service.in_flight.claim(&key("k1")).is_some(), "released");
+}

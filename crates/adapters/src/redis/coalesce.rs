@@ -1,0 +1,301 @@
+//! Coalesced decisions: the GCRA steps that queue while a script call is in
+//! flight go to Redis together, in one `EVALSHA` over all their keys (C9).
+//!
+//! This is the group commit of [`crate::batch`] applied to Redis: a lane
+//! waits for the first decision, takes with it every decision queued while
+//! its previous call ran, sends them as one call of `gcra.lua` and answers
+//! each caller. There is no timer: a decision that finds the lane idle goes
+//! at once, and under load a batch is exactly what arrived during one round
+//! trip. A batch is sent as one group per client (and policy): the key once
+//! and how many decisions it holds, so a busy client's fifty decisions cost
+//! one key and three numbers out and two numbers back, not fifty of each
+//! (and Redis one `GET` and one `SET`). The script takes a group's
+//! decisions one after the other, as separate calls would have been; all of
+//! a batch see one reading of the server's clock.
+//!
+//! A batch that fails or does not answer in time fails each of its
+//! decisions, as a single call would have failed its one: each falls back to
+//! the local budget. A batch may take no longer than its *oldest* decision
+//! may still wait, so no decision waits past its own bound, queueing
+//! included.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use items_domain::Spent;
+use redis::Script;
+use redis::aio::ConnectionManager;
+
+use super::health::Health;
+use crate::batch::{Batch, Batches};
+
+/// Why a decision that waited out its bound failed.
+const TIMED_OUT: &str = "no answer within the rate-limit store's time bound";
+
+/// One GCRA step to take in Redis, and when its caller stops waiting.
+#[derive(Debug)]
+pub(super) struct Decision {
+    pub(super) client: IpAddr,
+    /// The GCRA's period and tolerance, in microseconds.
+    pub(super) period: u64,
+    pub(super) tolerance: u64,
+    /// Asked at, plus the store's time bound.
+    pub(super) deadline: Instant,
+}
+
+/// What Redis decided, or why it did not.
+pub(super) type Answer = Result<Spent, Failure>;
+
+/// A decision Redis did not take.
+#[derive(Debug, Clone)]
+pub(super) enum Failure {
+    /// The call failed or ran out of time: counted and logged.
+    Failed(Arc<str>),
+    /// Not sent: Redis failed a moment ago and is not asked again yet.
+    Skipped,
+}
+
+impl Failure {
+    pub(super) fn new(cause: impl Into<Arc<str>>) -> Self {
+        Self::Failed(cause.into())
+    }
+
+    pub(super) fn timed_out() -> Self {
+        Self::new(TIMED_OUT)
+    }
+}
+
+/// Runs `count` lanes taking batches from `batches`, each with at most one
+/// script call in flight over the one multiplexed connection they share,
+/// until the queue closes (the store was dropped).
+pub(super) async fn run_lanes(
+    count: usize,
+    batches: Batches<Decision, Answer>,
+    connection: ConnectionManager,
+    prefix: String,
+    health: Arc<Health>,
+) {
+    let prefix: Arc<str> = prefix.into();
+    let batches = Arc::new(tokio::sync::Mutex::new(batches));
+    let script = Arc::new(Script::new(include_str!("gcra.lua")));
+    let lanes: Vec<_> = (0..count.max(1))
+        .map(|_| {
+            tokio::spawn(lane(
+                Arc::clone(&batches),
+                connection.clone(),
+                Arc::clone(&script),
+                Arc::clone(&prefix),
+                Arc::clone(&health),
+            ))
+        })
+        .collect();
+    for lane in lanes {
+        let _ = lane.await;
+    }
+}
+
+/// One lane: a batch, one script call, the answers; until the store is
+/// dropped (the queue closes with it).
+async fn lane(
+    batches: Arc<tokio::sync::Mutex<Batches<Decision, Answer>>>,
+    mut connection: ConnectionManager,
+    script: Arc<Script>,
+    prefix: Arc<str>,
+    health: Arc<Health>,
+) {
+    loop {
+        // The lock is held only while waiting for a batch: another lane
+        // takes the next one while this one's call is in flight.
+        let batch = batches.lock().await.next().await;
+        let Some(batch) = batch else { return };
+        if health.wait_before_retry(Instant::now()) {
+            batch.answer_each(|_| Err(Failure::Skipped));
+            continue;
+        }
+        match call(&mut connection, &script, &prefix, &batch).await {
+            Ok(spent) => {
+                health.answered();
+                batch.answer(spent.into_iter().map(Ok));
+            }
+            Err(cause) => {
+                // Marked here too, so the decisions already queued behind
+                // this batch are not sent to a Redis that just failed.
+                health.failed(&cause);
+                let failure = Failure::new(cause);
+                batch.answer_each(|_| Err(failure.clone()));
+            }
+        }
+    }
+}
+
+/// One `EVALSHA` of `gcra.lua` over the batch's decisions, bounded by its
+/// oldest decision's deadline; one [`Spent`] per decision, in order.
+async fn call(
+    connection: &mut ConnectionManager,
+    script: &Script,
+    prefix: &str,
+    batch: &Batch<Decision, Answer>,
+) -> Result<Vec<Spent>, String> {
+    let Some(deadline) = batch.work().map(|decision| decision.deadline).min() else {
+        return Ok(Vec::new());
+    };
+    // Each decision's group, and its place in the group's queue order.
+    let mut groups: Vec<Group> = Vec::new();
+    let mut group_of: HashMap<(IpAddr, u64, u64), usize> = HashMap::new();
+    let mut places: Vec<(usize, u64)> = Vec::with_capacity(batch.len());
+    for decision in batch.work() {
+        let policy = (decision.client, decision.period, decision.tolerance);
+        let group = *group_of.entry(policy).or_insert_with(|| {
+            groups.push(Group {
+                client: decision.client,
+                period: decision.period,
+                tolerance: decision.tolerance,
+                count: 0,
+            });
+            groups.len() - 1
+        });
+        places.push((group, groups[group].count));
+        groups[group].count += 1;
+    }
+    let mut invocation = script.prepare_invoke();
+    for group in &groups {
+        invocation.key(format!("{prefix}{}", group.client));
+        invocation
+            .arg(group.period)
+            .arg(group.tolerance)
+            .arg(group.count);
+    }
+    let reply = tokio::time::timeout_at(
+        deadline.into(),
+        invocation.invoke_async::<Vec<i64>>(connection),
+    )
+    .await
+    .map_err(|_| TIMED_OUT.to_owned())?
+    .map_err(|error| error.to_string())?;
+    if reply.len() != 2 * groups.len() {
+        return Err(format!(
+            "the script answered {} numbers for {} groups",
+            reply.len(),
+            groups.len()
+        ));
+    }
+    let decided: Vec<(u64, u64)> = reply
+        .chunks_exact(2)
+        .map(|pair| (non_negative(pair[0]), non_negative(pair[1])))
+        .collect();
+    Ok(places
+        .into_iter()
+        .map(|(group, place)| {
+            let (start, allowed) = decided[group];
+            let period = groups[group].period;
+            // As separate calls would have answered: allowed while the
+            // group's allowed ones last, each a period further from full.
+            let owed = (place + 1).min(allowed);
+            Spent {
+                allowed: place < allowed,
+                until_full: Duration::from_micros(
+                    start.saturating_add(owed.saturating_mul(period)),
+                ),
+            }
+        })
+        .collect())
+}
+
+/// One client's decisions under one policy, sent as one key.
+struct Group {
+    client: IpAddr,
+    period: u64,
+    tolerance: u64,
+    count: u64,
+}
+
+fn non_negative(number: i64) -> u64 {
+    u64::try_from(number).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The script over a batch, against the project's Redis on
+    //! 127.0.0.1:6379 (these fail, never skip, without it).
+
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    use super::*;
+    use crate::batch;
+
+    const SECOND: u64 = 1_000_000;
+
+    fn decision(client: IpAddr, limit: u64) -> Decision {
+        Decision {
+            client,
+            period: SECOND,
+            tolerance: (limit - 1) * SECOND,
+            deadline: Instant::now() + Duration::from_secs(5),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_call_decides_each_decision_of_a_key_that_comes_many_times_in_order_c9() {
+        let redis = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
+        let mut connection = ConnectionManager::new(redis)
+            .await
+            .expect("Redis must answer on 127.0.0.1:6379");
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let prefix = format!("items-service-unit-test:{}:{nanos}:", std::process::id());
+        let clients = [
+            IpAddr::from([203, 0, 113, 1]),
+            IpAddr::from([203, 0, 113, 2]),
+        ];
+        let limit = 4;
+
+        // Twenty decisions, the two clients alternating, all queued before the
+        // lane takes them: one batch, one script call.
+        let (queue, mut batches) = batch::queue::<Decision, Answer>(64);
+        let callers: Vec<_> = (0..20)
+            .map(|n| {
+                let queue = queue.clone();
+                let decision = decision(clients[n % 2], limit);
+                tokio::spawn(async move { queue.submit(decision).await })
+            })
+            .collect();
+        while queue.queued() < 20 {
+            tokio::task::yield_now().await;
+        }
+        let batch = batches.next().await.unwrap();
+        assert_eq!(batch.len(), 20);
+        let order: Vec<IpAddr> = batch.work().map(|decision| decision.client).collect();
+        let script = Script::new(include_str!("gcra.lua"));
+        let spent = call(&mut connection, &script, &prefix, &batch)
+            .await
+            .unwrap();
+        batch.answer(spent.iter().copied().map(Ok));
+
+        // Per key, in queue order: the budget's `limit` requests pass, each
+        // a period further from full (one clock reading for the batch), and
+        // the rest are refused with the budget `limit` periods from full.
+        for client in &clients {
+            let decided: Vec<(bool, u64)> = order
+                .iter()
+                .zip(&spent)
+                .filter(|(of, _)| *of == client)
+                .map(|(_, spent)| (spent.allowed, micros(spent.until_full)))
+                .collect();
+            let expected: Vec<(bool, u64)> = (1..=10)
+                .map(|n| (n <= limit, n.min(limit) * SECOND))
+                .collect();
+            assert_eq!(decided, expected, "{client}");
+        }
+        for caller in callers {
+            assert!(caller.await.unwrap().is_ok(), "every caller got its answer");
+        }
+    }
+
+    fn micros(duration: Duration) -> u64 {
+        u64::try_from(duration.as_micros()).unwrap()
+    }
+}

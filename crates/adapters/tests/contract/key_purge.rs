@@ -1,0 +1,130 @@
+//! Expired idempotency keys leave a few per keyed create, oldest first,
+//! through the `created_at` index (C7: "keys expire after 24 h without a
+//! full scan"), in the SQLite and PostgreSQL stores: what the kit cannot
+//! see through the port.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use items_domain::idempotency::PURGE_BATCH;
+use items_domain::{IdempotencyKey, ItemRepository, KEY_LIFETIME, Name};
+use items_testkit::Fixture;
+use items_testkit::postgres::ScratchStore;
+use sqlx::{Connection, PgConnection, SqliteConnection};
+
+use super::sqlite_file::SqliteFile;
+
+const OLD_KEYS: usize = 40;
+
+fn start() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+}
+
+/// Creates [`OLD_KEYS`] keyed items at `start()`, then keyed items a day
+/// later, one at a time, returning how many keys `count` finds after each.
+async fn purge_steps<F: Future<Output = i64>>(
+    items: &dyn ItemRepository,
+    mut count: impl FnMut() -> F,
+) -> Vec<i64> {
+    for n in 0..OLD_KEYS {
+        let key = IdempotencyKey::parse(format!("old-{n}").as_bytes()).expect("a valid key");
+        items
+            .create_keyed(Name::parse("old").expect("a valid name"), &key, start())
+            .await
+            .expect("an old keyed create");
+    }
+    let mut counts = vec![count().await];
+    let later = start() + KEY_LIFETIME + Duration::from_secs(1);
+    for n in 0..3 {
+        let key = IdempotencyKey::parse(format!("new-{n}").as_bytes()).expect("a valid key");
+        items
+            .create_keyed(Name::parse("new").expect("a valid name"), &key, later)
+            .await
+            .expect("a later keyed create");
+        counts.push(count().await);
+    }
+    counts
+}
+
+/// 40 old keys; each later create removes 16 of them and adds its own.
+fn expected() -> Vec<i64> {
+    let batch = PURGE_BATCH as i64;
+    let old = OLD_KEYS as i64;
+    vec![old, old - batch + 1, old - 2 * batch + 2, 3]
+}
+
+#[tokio::test]
+async fn expired_keys_leave_a_batch_per_keyed_create_over_sqlite_c7() {
+    let file = SqliteFile::create().await;
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(file.path());
+    let connection =
+        tokio::sync::Mutex::new(SqliteConnection::connect_with(&options).await.unwrap());
+    let counts = purge_steps(&file.store.items(), || async {
+        sqlx::query_scalar("select count(*) from item_keys")
+            .fetch_one(&mut *connection.lock().await)
+            .await
+            .unwrap()
+    })
+    .await;
+    assert_eq!(counts, expected());
+
+    // The purge's oldest-first selection reads the index, not the table.
+    let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(
+        "explain query plan select key from item_keys where created_at < 1 \
+         order by created_at limit 16",
+    )
+    .fetch_all(&mut *connection.lock().await)
+    .await
+    .unwrap();
+    let plan: Vec<&str> = plan.iter().map(|row| row.3.as_str()).collect();
+    assert!(
+        plan.iter()
+            .any(|step| step.contains("INDEX item_keys_created_at")),
+        "{plan:?}"
+    );
+    assert!(
+        !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+        "{plan:?}"
+    );
+    connection.into_inner().close().await.ok();
+    file.teardown().await;
+}
+
+#[tokio::test]
+async fn expired_keys_leave_a_batch_per_keyed_create_over_postgres_c7() {
+    let scratch = ScratchStore::create().await;
+    let connection = tokio::sync::Mutex::new(
+        PgConnection::connect_with(&scratch.database.options())
+            .await
+            .unwrap(),
+    );
+    let counts = purge_steps(&scratch.store.items(), || async {
+        sqlx::query_scalar("select count(*) from item_keys")
+            .fetch_one(&mut *connection.lock().await)
+            .await
+            .unwrap()
+    })
+    .await;
+    assert_eq!(counts, expected());
+
+    // The purge's oldest-first selection can be an index range scan (with
+    // 43 rows the planner would rather read the table, so that is ruled
+    // out for this question).
+    let mut connection = connection.into_inner();
+    sqlx::query("set enable_seqscan = off")
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(
+        "explain select key from item_keys where created_at < 1 order by created_at limit 16",
+    )
+    .fetch_all(&mut connection)
+    .await
+    .unwrap();
+    assert!(
+        plan.iter()
+            .any(|line| line.contains("Index Scan using item_keys_created_at")),
+        "{plan:?}"
+    );
+    connection.close().await.ok();
+    scratch.teardown().await;
+}

@@ -1,0 +1,113 @@
+//! Uploads through the binary (C5, C11): a request whose client resets the
+//! connection still writes its request line, and `UPLOADS_MAX_BYTES` holds
+//! over files stored before the start, with its gauges on `/metrics`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use items_adapters::http::CLIENT_CLOSED;
+use reqwest::multipart::{Form, Part};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::helpers::*;
+
+fn listing(directory: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "not in 10 s: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_upload_cut_by_a_reset_is_logged_and_leaves_nothing_c5() {
+    let service = Service::start_with_the_default_log(&[]).await;
+    let uploads = service.uploads_dir();
+    let mut stream = TcpStream::connect(service.listening.address).await.unwrap();
+    let part_head =
+        "--XYZ\r\nContent-Disposition: form-data; name=\"avatar\"; filename=\"a.png\"\r\n\r\n";
+    let head = format!(
+        "POST /profile HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; boundary=XYZ\r\nContent-Length: {}\r\n\r\n{part_head}",
+        part_head.len() + 1_000_000
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&[9u8; 100_000]).await.unwrap();
+    until("the upload is being written", || {
+        !listing(&uploads).is_empty()
+    })
+    .await;
+
+    stream.set_zero_linger().unwrap();
+    drop(stream);
+
+    let line = format!("status={CLIENT_CLOSED}");
+    let log = service.log_once_it_contains(&line).await;
+    let logged = log.lines().find(|l| l.contains(&line)).unwrap();
+    assert!(
+        logged.contains("method=POST") && logged.contains("path=\"/profile\""),
+        "{logged}"
+    );
+    until("the temporary file is gone", || {
+        listing(&uploads).is_empty()
+    })
+    .await;
+}
+
+fn avatar(bytes: usize) -> Form {
+    Form::new().part("avatar", Part::bytes(vec![3u8; bytes]).file_name("a.png"))
+}
+
+/// The value of an unlabelled sample in a Prometheus text page.
+fn sample(page: &str, name: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test]
+async fn the_bound_counts_files_stored_before_the_start_and_metrics_show_it_c5_c11() {
+    let directory = tempfile::tempdir().unwrap();
+    std::fs::write(
+        directory.path().join("0123456789abcdef0123456789abcdef"),
+        vec![0u8; 1_234],
+    )
+    .unwrap();
+    let uploads_dir = directory.path().to_str().unwrap();
+    let service = Service::start(&[
+        ("UPLOADS_DIR", uploads_dir),
+        ("UPLOADS_MAX_BYTES", "5000"),
+        ("ADMIN_PORT", "0"),
+        ("RATE_LIMIT_MAX", "0"),
+    ])
+    .await;
+    let gauges = || async {
+        let page = service.admin().get("/metrics").await.text().await.unwrap();
+        (
+            sample(&page, "uploads_stored_bytes"),
+            sample(&page, "uploads_max_bytes"),
+        )
+    };
+    assert_eq!(gauges().await, (Some(1_234.0), Some(5_000.0)));
+
+    let stored = service.client.post_form("/profile", avatar(3_000)).await;
+    assert_eq!(stored.status(), 201);
+    assert_eq!(gauges().await, (Some(4_234.0), Some(5_000.0)));
+
+    let refused = service.client.post_form("/profile", avatar(1_000)).await;
+    assert_eq!(refused.status(), 507);
+    assert_eq!(
+        refused.headers()["content-type"],
+        "application/problem+json"
+    );
+    assert_eq!(gauges().await, (Some(4_234.0), Some(5_000.0)));
+    assert_eq!(listing(directory.path()).len(), 2);
+}
