@@ -52,6 +52,8 @@ mod creates;
 mod reads;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_budget;
 
 use std::fmt;
 use std::future::Future;
@@ -324,7 +326,29 @@ impl<O: Operation> Inner<O> {
 /// Answers every request of `batch` unavailable, for `error`.
 fn fail<W, T>(batch: Batch<W, Result<T, RepositoryError>>, error: RepositoryError) {
     let cause = Arc::new(error);
-    batch.answer_each(|_| Err(RepositoryError::unavailable(Arc::clone(&cause))));
+    batch.answer_each(|_| Err(RepositoryError::unavailable(Shared(Arc::clone(&cause)))));
+}
+
+/// A batch's failure, shared by each of its requests: it shows as the
+/// failure's own cause, so each request's error reads (and logs, with its
+/// chain) as the same failure of a request alone would, e.g. the budget
+/// (`OverBudget`) rather than "unavailable: unavailable: …".
+#[derive(Debug)]
+struct Shared(Arc<RepositoryError>);
+
+impl fmt::Display for Shared {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match std::error::Error::source(&*self.0) {
+            Some(cause) => fmt::Display::fmt(cause, formatter),
+            None => fmt::Display::fmt(&*self.0, formatter),
+        }
+    }
+}
+
+impl std::error::Error for Shared {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&*self.0).and_then(std::error::Error::source)
+    }
 }
 
 /// Why a queued request got no answer from its batch, as the store's error.

@@ -17,7 +17,7 @@ use super::Coalescer;
 use crate::postgres::PostgresStore;
 use crate::postgres::pool::{Lease, lease};
 
-async fn scratch() -> ScratchDatabase {
+pub(super) async fn scratch() -> ScratchDatabase {
     ScratchDatabase::create(&test_database_url())
         .await
         .expect("a scratch database")
@@ -29,7 +29,7 @@ async fn store(options: PgConnectOptions, pool_size: u32) -> PostgresStore {
         .expect("connects and migrates")
 }
 
-fn name(text: &str) -> Name {
+pub(super) fn name(text: &str) -> Name {
     Name::parse(text).expect("a valid name")
 }
 
@@ -44,7 +44,7 @@ async fn hold_all(store: &PostgresStore, pool_size: u32) -> Vec<Lease> {
 }
 
 /// Waits until `count` requests are queued in `coalescer`.
-async fn until_queued<O: super::Operation>(coalescer: &Coalescer<O>, count: usize) {
+pub(super) async fn until_queued<O: super::Operation>(coalescer: &Coalescer<O>, count: usize) {
     for _ in 0..10_000 {
         if coalescer.queued() >= count {
             return;
@@ -265,7 +265,7 @@ async fn a_create_whose_caller_left_before_its_batch_is_not_inserted() {
 }
 
 /// The address of the test server, for a proxy in front of it.
-async fn server_address() -> SocketAddr {
+pub(super) async fn server_address() -> SocketAddr {
     let options: PgConnectOptions = test_database_url().parse().expect("a valid URL");
     let host = if options.get_host().starts_with('/') {
         "127.0.0.1".to_owned()
