@@ -5,10 +5,12 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures_util::future::join_all;
-use items_domain::{Id, ItemQuery, ItemRepository, Name, Price, ProductRepository};
+use items_domain::{
+    Id, IdempotencyKey, ItemQuery, ItemRepository, Keyed, Name, Price, ProductRepository,
+};
 use items_testkit::postgres::{ScratchDatabase, test_database_url};
 use items_testkit::tcp_proxy::TcpProxy;
 use sqlx::postgres::PgConnectOptions;
@@ -372,6 +374,49 @@ async fn while_a_kinds_lanes_are_taken_its_requests_queue_though_connections_are
         5,
         "one statement for the five"
     );
+    store.close().await;
+    database.drop().await;
+}
+
+#[tokio::test]
+async fn a_keyed_create_never_joins_a_batch_c7() {
+    let database = scratch().await;
+    // A pool of 3 gives each kind one lane.
+    let store = store(database.options(), 3).await;
+    let lanes = [
+        &store.item_creates.inner.lanes,
+        &store.product_creates.inner.lanes,
+    ]
+    .map(|lane| {
+        Arc::clone(lane)
+            .try_acquire_owned()
+            .expect("the one lane is free")
+    });
+    let key = IdempotencyKey::parse(b"keyed-1").expect("a valid key");
+
+    // Every create lane is taken: a key-less create would queue until it
+    // is free; a keyed one takes keys.rs's path on a free connection.
+    let item = store
+        .items()
+        .create_keyed(name("keyed"), &key, SystemTime::now())
+        .await
+        .expect("created at once");
+    let product = store
+        .products()
+        .create_keyed(
+            name("keyed"),
+            Price::new(1.0).expect("a price"),
+            &key,
+            SystemTime::now(),
+        )
+        .await
+        .expect("created at once");
+    assert!(matches!(item, Keyed::Created(_)), "{item:?}");
+    assert!(matches!(product, Keyed::Created(_)), "{product:?}");
+    for stats in store.coalescing_stats() {
+        assert_eq!(stats.statements, 0, "no coalesced statement ran");
+    }
+    drop(lanes);
     store.close().await;
     database.drop().await;
 }
