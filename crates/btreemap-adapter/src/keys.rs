@@ -10,6 +10,9 @@ use std::time::SystemTime;
 use items_domain::idempotency::{PURGE_BATCH, live_since, unix_millis};
 use items_domain::{IdempotencyKey, Keyed, RepositoryError};
 
+/// Its own on purpose, though much like the service's memory adapter's
+/// (`items-adapters`, which an outside adapter cannot depend on): the rule
+/// they share lives in the domain ([`Keyed::of_live_key`]).
 #[derive(Debug)]
 pub(crate) struct Keys<V> {
     by_key: BTreeMap<String, (i64, V)>,
@@ -39,11 +42,7 @@ impl<V: Clone> Keys<V> {
         if let Some((created, row)) = self.by_key.get(key.as_str())
             && *created >= live_since
         {
-            return Ok(if same(row) {
-                Keyed::Replayed(row.clone())
-            } else {
-                Keyed::Mismatch
-            });
+            return Ok(Keyed::of_live_key(row.clone(), same));
         }
         for _ in 0..PURGE_BATCH {
             match self.by_age.first() {

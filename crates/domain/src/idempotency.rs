@@ -86,6 +86,20 @@ pub enum Keyed<T> {
     Mismatch,
 }
 
+impl<T> Keyed<T> {
+    /// What a keyed create answers for a live key whose create made
+    /// `first`: its replay when `same` says `first` was created with the new
+    /// values, else [`Keyed::Mismatch`]. Nothing is written either way; a
+    /// store calls this once its lookup found the key live.
+    pub fn of_live_key(first: T, same: impl FnOnce(&T) -> bool) -> Self {
+        if same(&first) {
+            Self::Replayed(first)
+        } else {
+            Self::Mismatch
+        }
+    }
+}
+
 /// A moment as stores keep it: milliseconds since the Unix epoch (0 for
 /// any moment before it, which no real clock gives).
 pub fn unix_millis(at: SystemTime) -> i64 {
@@ -153,6 +167,15 @@ mod tests {
         ] {
             assert!(IdempotencyKey::parse(refused).is_err(), "{refused:?}");
         }
+    }
+
+    #[test]
+    fn a_live_key_replays_its_first_row_only_for_the_same_values_c7() {
+        assert_eq!(
+            Keyed::of_live_key(3, |first| *first == 3),
+            Keyed::Replayed(3)
+        );
+        assert_eq!(Keyed::of_live_key(3, |first| *first == 4), Keyed::Mismatch);
     }
 
     #[test]

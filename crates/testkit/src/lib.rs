@@ -48,6 +48,7 @@
 //! the kit with `items-testkit` as their only dev-dependency.
 
 mod answer;
+pub mod files;
 pub mod repositories;
 pub mod tcp_proxy;
 pub mod uploads;

@@ -1,6 +1,7 @@
 //! Throwaway PostgreSQL databases: each test gets a database of its own, so
 //! tests run in parallel without seeing each other's rows.
 
+use std::net::SocketAddr;
 use std::str::FromStr;
 
 use sqlx::postgres::PgConnectOptions;
@@ -27,6 +28,27 @@ fn test_database_url_from(variable: Option<String>) -> String {
     variable
         .filter(|url| !url.is_empty())
         .unwrap_or_else(|| DEFAULT_TEST_DATABASE_URL.to_owned())
+}
+
+/// The socket address of the server of [`test_database_url`], for a
+/// [`crate::tcp_proxy::TcpProxy`] to forward to (a Unix-socket host is taken
+/// as the loopback address, where the same server listens on TCP too).
+///
+/// # Panics
+/// When the URL does not parse or its host does not resolve: a test fixture.
+pub async fn test_server_address() -> SocketAddr {
+    let options = PgConnectOptions::from_str(&test_database_url())
+        .unwrap_or_else(|error| panic!("{TEST_DATABASE_URL}: {error}"));
+    let host = if options.get_host().starts_with('/') {
+        "127.0.0.1"
+    } else {
+        options.get_host()
+    };
+    tokio::net::lookup_host((host, options.get_port()))
+        .await
+        .ok()
+        .and_then(|mut addresses| addresses.next())
+        .unwrap_or_else(|| panic!("{TEST_DATABASE_URL}: {host} does not resolve"))
 }
 
 /// A database created for one test and dropped by [`ScratchDatabase::drop`].

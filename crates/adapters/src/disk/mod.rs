@@ -136,18 +136,9 @@ impl UploadStore for DiskUploadStore {
 /// obeys runs from `tests/contract` (the kit's `upload_store` checks).
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
+    use items_testkit::files::listing;
 
     use super::*;
-
-    fn listing(directory: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(directory)
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
 
     #[test]
     fn opening_creates_the_directory_and_sweeps_stale_temporary_files_c5() {

@@ -45,11 +45,7 @@ impl<V: Clone> Keys<V> {
         if let Some((created, row)) = self.by_key.get(key)
             && *created >= live_since
         {
-            return Ok(if same(row) {
-                Keyed::Replayed(row.clone())
-            } else {
-                Keyed::Mismatch
-            });
+            return Ok(Keyed::of_live_key(row.clone(), same));
         }
         let row = create()?;
         let now = unix_millis(at);

@@ -95,25 +95,7 @@ pub async fn concurrent_creates_get_distinct_ids(app: &TestApp) {
     }
 
     assert_eq!(ids.len(), 300);
-    assert_eq!(
-        app.get("/items")
-            .await
-            .json::<Vec<Value>>()
-            .await
-            .unwrap()
-            .len(),
-        300
-    );
-}
-
-/// A `POST` with `Idempotency-Key: key`.
-async fn post_keyed(app: &TestApp, path: &str, key: &str, body: &Value) -> reqwest::Response {
-    app.request(Method::POST, path)
-        .header("idempotency-key", key)
-        .json(body)
-        .send()
-        .await
-        .unwrap()
+    assert_eq!(app.list("/items").await.len(), 300);
 }
 
 /// The first answers of two keyed creates, to compare their repeats with.
@@ -127,12 +109,14 @@ pub struct KeyedOriginals {
 /// items and products are apart); [`keyed_creates_are_replayed`] repeats
 /// them on another process over the same store.
 pub async fn keyed_creates(first: &TestApp) -> KeyedOriginals {
-    let created = post_keyed(first, "/items", "order-1", &json!({ "name": "pen" })).await;
+    let created = first
+        .post_keyed("/items", "order-1", &json!({ "name": "pen" }))
+        .await;
     assert_eq!(created.status(), 201);
     let location = header(&created, "location");
     let item = created.text().await.unwrap();
     let product = json!({ "name": "pen", "price": 1.5 });
-    let created = post_keyed(first, "/products", "order-1", &product).await;
+    let created = first.post_keyed("/products", "order-1", &product).await;
     assert_eq!(created.status(), 201, "C7: item and product keys are apart");
     KeyedOriginals {
         location,
@@ -146,7 +130,9 @@ pub async fn keyed_creates(first: &TestApp) -> KeyedOriginals {
 /// repeat answers the first response and creates nothing, and another body
 /// gets 422 (C7).
 pub async fn keyed_creates_are_replayed(second: &TestApp, originals: &KeyedOriginals) {
-    let replay = post_keyed(second, "/items", "order-1", &json!({ "name": "pen" })).await;
+    let replay = second
+        .post_keyed("/items", "order-1", &json!({ "name": "pen" }))
+        .await;
     assert_eq!(replay.status(), 201);
     assert_eq!(
         header(&replay, "location"),
@@ -160,24 +146,16 @@ pub async fn keyed_creates_are_replayed(second: &TestApp, originals: &KeyedOrigi
         "C7: the same body"
     );
     let product = json!({ "name": "pen", "price": 1.5 });
-    let replay = post_keyed(second, "/products", "order-1", &product).await;
+    let replay = second.post_keyed("/products", "order-1", &product).await;
     assert_eq!(replay.status(), 201);
     assert_eq!(replay.text().await.unwrap(), originals.product);
-    let other = post_keyed(second, "/items", "order-1", &json!({ "name": "ink" })).await;
+    let other = second
+        .post_keyed("/items", "order-1", &json!({ "name": "ink" }))
+        .await;
     assert_problem(other, 422).await;
 
-    let items = second
-        .get("/items")
-        .await
-        .json::<Vec<Value>>()
-        .await
-        .unwrap();
+    let items = second.list("/items").await;
     assert_eq!(items.len(), 1, "C7: replays create nothing");
-    let products = second
-        .get("/products")
-        .await
-        .json::<Vec<Value>>()
-        .await
-        .unwrap();
+    let products = second.list("/products").await;
     assert_eq!(products.len(), 1, "C7: replays create nothing");
 }

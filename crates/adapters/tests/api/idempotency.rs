@@ -17,35 +17,22 @@ use items_domain::{
 use items_testkit::Repositories;
 use reqwest::Method;
 use reqwest::header::HeaderValue;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::Notify;
 
 use items_testkit::http::*;
 
-/// POSTs `body` to `path` with `Idempotency-Key: key`.
-async fn post_keyed(app: &TestApp, path: &str, key: &str, body: &Value) -> reqwest::Response {
-    app.request(Method::POST, path)
-        .header("idempotency-key", key)
-        .json(body)
-        .send()
-        .await
-        .unwrap()
-}
-
 async fn count(app: &TestApp, path: &str) -> usize {
-    app.get(path)
-        .await
-        .json::<Vec<Value>>()
-        .await
-        .unwrap()
-        .len()
+    app.list(path).await.len()
 }
 
 #[tokio::test]
 async fn a_repeated_keyed_create_answers_the_first_response_and_creates_nothing_c7() {
     let app = TestApp::in_memory().await;
     app.create_item("before").await;
-    let first = post_keyed(&app, "/items", "order-1", &json!({ "name": "pen" })).await;
+    let first = app
+        .post_keyed("/items", "order-1", &json!({ "name": "pen" }))
+        .await;
     assert_eq!(first.status(), 201);
     assert_eq!(header(&first, "location"), "/items/2");
     assert_eq!(header(&first, "idempotent-replayed"), "");
@@ -55,7 +42,9 @@ async fn a_repeated_keyed_create_answers_the_first_response_and_creates_nothing_
     let renamed = app.put_json("/items/2", &json!({ "name": "ink" })).await;
     assert_eq!(renamed.status(), 200);
     for _ in 0..2 {
-        let again = post_keyed(&app, "/items", "order-1", &json!({ "name": "pen" })).await;
+        let again = app
+            .post_keyed("/items", "order-1", &json!({ "name": "pen" }))
+            .await;
         assert_eq!(again.status(), 201, "C7: the same status");
         assert_eq!(
             header(&again, "location"),
@@ -74,16 +63,22 @@ async fn a_repeated_keyed_create_answers_the_first_response_and_creates_nothing_
 
     // Without a key, or with another one, every POST creates.
     assert_eq!(app.create_item("pen").await["id"], 3);
-    let other = post_keyed(&app, "/items", "order-2", &json!({ "name": "pen" })).await;
+    let other = app
+        .post_keyed("/items", "order-2", &json!({ "name": "pen" }))
+        .await;
     assert_eq!(header(&other, "location"), "/items/4");
 }
 
 #[tokio::test]
 async fn a_key_repeated_with_another_body_gets_422_and_creates_nothing_c7() {
     let app = TestApp::in_memory().await;
-    let first = post_keyed(&app, "/items", "k", &json!({ "name": "pen" })).await;
+    let first = app
+        .post_keyed("/items", "k", &json!({ "name": "pen" }))
+        .await;
     assert_eq!(first.status(), 201);
-    let other = post_keyed(&app, "/items", "k", &json!({ "name": "ink" })).await;
+    let other = app
+        .post_keyed("/items", "k", &json!({ "name": "ink" }))
+        .await;
     let problem = assert_problem(other, 422).await;
     assert!(
         problem["detail"]
@@ -93,26 +88,28 @@ async fn a_key_repeated_with_another_body_gets_422_and_creates_nothing_c7() {
     );
     // Fields the body schema ignores are not part of "the body" (C3).
     let extra = json!({ "name": "pen", "colour": "red" });
-    assert_eq!(post_keyed(&app, "/items", "k", &extra).await.status(), 201);
+    assert_eq!(app.post_keyed("/items", "k", &extra).await.status(), 201);
     assert_eq!(count(&app, "/items").await, 1);
 
     let product = json!({ "name": "pen", "price": 1.5 });
     assert_eq!(
-        post_keyed(&app, "/products", "p", &product).await.status(),
+        app.post_keyed("/products", "p", &product).await.status(),
         201
     );
     let cheaper = json!({ "name": "pen", "price": 1.25 });
-    assert_problem(post_keyed(&app, "/products", "p", &cheaper).await, 422).await;
+    assert_problem(app.post_keyed("/products", "p", &cheaper).await, 422).await;
     assert_eq!(count(&app, "/products").await, 1);
 }
 
 #[tokio::test]
 async fn product_keys_replay_the_first_product_and_are_apart_from_item_keys_c7() {
     let app = TestApp::in_memory().await;
-    let item = post_keyed(&app, "/items", "same", &json!({ "name": "pen" })).await;
+    let item = app
+        .post_keyed("/items", "same", &json!({ "name": "pen" }))
+        .await;
     assert_eq!(item.status(), 201);
     let body = json!({ "name": "pen", "price": 5 });
-    let first = post_keyed(&app, "/products", "same", &body).await;
+    let first = app.post_keyed("/products", "same", &body).await;
     assert_eq!(
         first.status(),
         201,
@@ -121,7 +118,7 @@ async fn product_keys_replay_the_first_product_and_are_apart_from_item_keys_c7()
     assert_eq!(header(&first, "location"), "/products/1");
     let first_body = first.text().await.unwrap();
     assert_eq!(first_body, r#"{"id":1,"name":"pen","price":5}"#);
-    let again = post_keyed(&app, "/products", "same", &body).await;
+    let again = app.post_keyed("/products", "same", &body).await;
     assert_eq!(again.status(), 201);
     assert_eq!(header(&again, "location"), "/products/1");
     assert_eq!(header(&again, "idempotent-replayed"), "true");
@@ -181,7 +178,9 @@ async fn a_malformed_idempotency_key_gets_400_naming_the_header_c6_c7() {
         .collect();
     assert_eq!(locations, ["body", "body", "headers"], "{problem}");
     let longest = "k".repeat(255);
-    let accepted = post_keyed(&app, "/items", &longest, &json!({ "name": "pen" })).await;
+    let accepted = app
+        .post_keyed("/items", &longest, &json!({ "name": "pen" }))
+        .await;
     assert_eq!(accepted.status(), 201, "255 characters are allowed");
     assert_eq!(
         count(&app, "/items").await,
@@ -258,7 +257,9 @@ async fn a_repeat_while_the_first_is_in_flight_gets_409_with_retry_after_c7() {
     let first = tokio::spawn(first);
     entered.notified().await;
 
-    let duplicate = post_keyed(&app, "/items", "slow", &json!({ "name": "pen" })).await;
+    let duplicate = app
+        .post_keyed("/items", "slow", &json!({ "name": "pen" }))
+        .await;
     assert_eq!(header(&duplicate, "retry-after"), "1");
     assert_problem(duplicate, 409).await;
 

@@ -2,15 +2,13 @@
 //! `TEST_DATABASE_URL`, by default the local one), and what happens when the
 //! database goes away.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use items_adapters::postgres::PostgresStore;
 use items_testkit::Fixture;
-use items_testkit::postgres::{ScratchStore, test_database_url};
+use items_testkit::postgres::{ScratchStore, test_server_address};
 use items_testkit::tcp_proxy::TcpProxy;
 use serde_json::{Value, json};
-use sqlx::postgres::PgConnectOptions;
 
 use items_testkit::http::*;
 
@@ -93,12 +91,7 @@ async fn concurrent_keyed_creates_on_two_instances_make_one_item_over_postgres_c
         1,
         "C7: every 201 names the same item: {created:?}"
     );
-    let items = other
-        .get("/items")
-        .await
-        .json::<Vec<Value>>()
-        .await
-        .unwrap();
+    let items = other.list("/items").await;
     assert_eq!(items.len(), 1, "C7: one item for one key");
     drop(other);
     store.close().await;
@@ -121,20 +114,7 @@ async fn concurrent_creates_over_postgres_get_distinct_ids_c2() {
 
 #[tokio::test]
 async fn a_lost_database_gives_503_and_the_service_recovers_by_itself_without_losing_data() {
-    let url = test_database_url();
-    let target: SocketAddr = {
-        let options: PgConnectOptions = url.parse().unwrap();
-        let host = if options.get_host().starts_with('/') {
-            "127.0.0.1"
-        } else {
-            options.get_host()
-        };
-        tokio::net::lookup_host((host, options.get_port()))
-            .await
-            .unwrap()
-            .next()
-            .unwrap()
-    };
+    let target = test_server_address().await;
     let proxy = TcpProxy::start(target).await;
     let port = proxy.port();
     let scratch =

@@ -7,20 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use items_domain::{PendingUpload, StoredName, UploadStore, UploadStoreError};
+use items_testkit::files::listing;
 use reqwest::multipart::{Form, Part};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use items_testkit::http::*;
-
-fn listing(directory: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
 
 /// Waits until `directory` holds exactly `expected`, failing with what it
 /// holds after 15 s; then checks it stays so (nothing appears late, as a

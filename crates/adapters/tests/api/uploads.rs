@@ -1,23 +1,13 @@
 //! `POST /profile` and `POST /photos/upload`: contract C4, C5, C6.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use items_adapters::http::{HttpSettings, UploadLimits};
+use items_testkit::files::listing;
 use reqwest::multipart::{Form, Part};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 
 use items_testkit::http::*;
-
-fn listing(directory: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
 
 fn file(name: &str, bytes: Vec<u8>) -> Part {
     Part::bytes(bytes)
@@ -245,17 +235,7 @@ async fn the_client_file_name_is_reported_never_used_as_a_path_c4() {
 #[tokio::test]
 async fn a_client_that_disconnects_mid_upload_leaves_nothing_behind_c5() {
     let app = TestApp::in_memory().await;
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
-        .await
-        .unwrap();
-    let part_head =
-        "--XYZ\r\nContent-Disposition: form-data; name=\"avatar\"; filename=\"a.png\"\r\n\r\n";
-    let head = format!(
-        "POST /profile HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; boundary=XYZ\r\nContent-Length: {}\r\n\r\n{part_head}",
-        part_head.len() + 1_000_000
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(&vec![9u8; 300_000]).await.unwrap();
+    let stream = app.start_a_raw_avatar_upload(300_000).await;
     // Wait until the server has started writing the file, then vanish.
     let deadline = Instant::now() + Duration::from_secs(5);
     while listing(app.uploads()).is_empty() && Instant::now() < deadline {

@@ -9,6 +9,7 @@
 //! its own `BEGIN IMMEDIATE`, and the writes sent meanwhile queue up, so
 //! what the next batch holds is known.
 
+use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
@@ -47,6 +48,56 @@ async fn hold_write_lock(path: &Path) -> SqliteConnection {
         .await
         .expect("the write lock is free");
     connection
+}
+
+/// The budget of the tests of a write past it: the store's busy timeout.
+const BUDGET: Duration = Duration::from_secs(1);
+
+/// A store that waits at most [`BUDGET`] for the file's write lock, and a
+/// connection holding that lock.
+async fn budgeted_file_behind_a_lock() -> (SqliteFile, SqliteConnection) {
+    let file = SqliteFile::create_with(SqliteSettings {
+        busy_timeout: BUDGET,
+        ..SqliteSettings::default()
+    })
+    .await;
+    let lock = hold_write_lock(&file.path()).await;
+    (file, lock)
+}
+
+/// Sends `first`, which holds the writer in `BEGIN IMMEDIATE` until the
+/// busy timeout (1 budget), and `late`, queued at half a budget, so it has
+/// until 1.5 budgets; lets go of `lock` at 1.75 budgets, past `late`'s
+/// deadline, and checks both were refused, `late` for its budget (C12).
+/// Then gives whatever the writer still held time to commit.
+async fn assert_first_and_late_refused<A, B>(
+    mut lock: SqliteConnection,
+    first: impl Future<Output = Result<A, RepositoryError>> + Send + 'static,
+    late: impl Future<Output = Result<B, RepositoryError>> + Send + 'static,
+) where
+    A: std::fmt::Debug + Send + 'static,
+    B: std::fmt::Debug + Send + 'static,
+{
+    let first = tokio::spawn(first);
+    tokio::time::sleep(BUDGET / 2).await;
+    let late = tokio::spawn(late);
+    tokio::time::sleep(BUDGET * 5 / 4).await;
+    lock.execute("COMMIT").await.expect("the lock is let go");
+
+    let first = first.await.expect("the first write's task ends");
+    assert!(
+        matches!(first, Err(RepositoryError::Unavailable(_))),
+        "{first:?}"
+    );
+    let late = late.await.expect("the late write's task ends");
+    let Err(RepositoryError::Unavailable(cause)) = late else {
+        panic!("a write past its budget must be refused: {late:?}");
+    };
+    assert!(
+        cause.to_string().contains("DATABASE_STATEMENT_TIMEOUT_MS"),
+        "{cause}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
 }
 
 /// Waits until `count` writes wait in the store's queue.
@@ -214,44 +265,21 @@ async fn a_lock_held_elsewhere_past_the_busy_timeout_gives_unavailable_and_store
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_budget_passed_before_the_lock_was_free_is_answered_503_and_never_applied_c12()
  {
-    let budget = Duration::from_secs(1);
-    let file = SqliteFile::create_with(SqliteSettings {
-        busy_timeout: budget,
-        ..SqliteSettings::default()
-    })
+    let (file, lock) = budgeted_file_behind_a_lock().await;
+    // The second write's batch waits for the lock past its deadline, so
+    // the writer must leave it out rather than commit it.
+    assert_first_and_late_refused(
+        lock,
+        {
+            let items = file.store.items();
+            async move { items.create(name("first")).await }
+        },
+        {
+            let items = file.store.items();
+            async move { items.create(name("late")).await }
+        },
+    )
     .await;
-    let mut lock = hold_write_lock(&file.path()).await;
-
-    // The first write holds the writer in `BEGIN IMMEDIATE` until the busy
-    // timeout (1 s); the second, queued at 0.5 s, has until 1.5 s. Its
-    // batch then waits for the lock, which is let go at 1.75 s: past its
-    // deadline, so the writer must leave it out rather than commit it.
-    let first = tokio::spawn({
-        let items = file.store.items();
-        async move { items.create(name("first")).await }
-    });
-    tokio::time::sleep(budget / 2).await;
-    let late = tokio::spawn({
-        let items = file.store.items();
-        async move { items.create(name("late")).await }
-    });
-    tokio::time::sleep(budget * 5 / 4).await;
-    lock.execute("COMMIT").await.unwrap();
-
-    assert!(matches!(
-        first.await.unwrap(),
-        Err(RepositoryError::Unavailable(_))
-    ));
-    let late = late.await.unwrap();
-    let Err(RepositoryError::Unavailable(cause)) = late else {
-        panic!("a write past its budget must be refused: {late:?}");
-    };
-    assert!(
-        cause.to_string().contains("DATABASE_STATEMENT_TIMEOUT_MS"),
-        "{cause}"
-    );
-    // Whatever the writer was still holding has had its chance to commit.
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let items = file.store.items();
     assert_eq!(items.list(&Default::default()).await.unwrap().total, 0);
     assert_eq!(items.create(name("after")).await.unwrap().id, Id::new(1));

@@ -11,18 +11,15 @@
 //! freeze's (or the lock's) whole length without a budget.
 
 use std::future::Future;
-use std::net::SocketAddr;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use items_testkit::postgres::{ScratchDatabase, test_database_url};
+use items_testkit::postgres::{ScratchDatabase, test_database_url, test_server_address};
 use items_testkit::tcp_proxy::TcpProxy;
 use reqwest::Response;
 use serde_json::{Value, json};
-use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection as _, Executor as _, PgConnection, SqliteConnection};
 
-use items_testkit::http::{assert_problem, header};
+use items_testkit::http::{Client, assert_problem, header};
 
 use crate::helpers::*;
 
@@ -60,19 +57,36 @@ async fn assert_over_budget(what: &str, (response, took): (Response, Duration)) 
     );
 }
 
-/// The address of the test PostgreSQL server.
-async fn postgres_address() -> SocketAddr {
-    let options = PgConnectOptions::from_str(&test_database_url()).unwrap();
-    let host = if options.get_host().starts_with('/') {
-        "127.0.0.1"
-    } else {
-        options.get_host()
-    };
-    tokio::net::lookup_host((host, options.get_port()))
-        .await
-        .unwrap()
-        .next()
-        .unwrap()
+/// Answers with what each request was (`POST behind the lock`).
+type Answers = Vec<(String, (Response, Duration))>;
+
+/// A POST of `body` to `/items` and a PUT of it to `/items/1`, sent
+/// together, each [`timed`].
+async fn post_and_put(client: &Client, when: &str, body: &Value) -> Answers {
+    let (post, put) = (format!("POST {when}"), format!("PUT {when}"));
+    let (posted, replaced) = tokio::join!(
+        timed(&post, client.post_json("/items", body)),
+        timed(&put, client.put_json("/items/1", body)),
+    );
+    vec![(post, posted), (put, replaced)]
+}
+
+/// A GET of item 1 sent together with [`post_and_put`].
+async fn get_post_and_put(client: &Client, when: &str, body: &Value) -> Answers {
+    let get = format!("GET {when}");
+    let (got, mut answers) = tokio::join!(
+        timed(&get, client.get("/items/1")),
+        post_and_put(client, when, body),
+    );
+    answers.insert(0, (get, got));
+    answers
+}
+
+/// [`assert_over_budget`] for each of `answers`.
+async fn assert_all_over_budget(answers: Answers) {
+    for (what, answer) in answers {
+        assert_over_budget(&what, answer).await;
+    }
 }
 
 /// The URL of `database` through the proxy on `port`.
@@ -85,18 +99,74 @@ fn through(database: &ScratchDatabase, port: u16) -> String {
     )
 }
 
-/// Items named `name`, read straight from the database.
-async fn rows_named(database: &ScratchDatabase, name: &str) -> i64 {
+/// Rows of `table` whose `column` is `value`, read straight from the
+/// database: names are `bytea`, keys `text`.
+async fn rows_where<T>(database: &ScratchDatabase, table: &str, column: &str, value: T) -> i64
+where
+    T: for<'q> sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send,
+{
     let mut connection = PgConnection::connect_with(&database.options())
         .await
         .unwrap();
-    let count = sqlx::query_scalar("select count(*) from items where name = $1")
-        .bind(name.as_bytes())
+    let count = sqlx::query_scalar(&format!("select count(*) from {table} where {column} = $1"))
+        .bind(value)
         .fetch_one(&mut connection)
         .await
         .unwrap();
     connection.close().await.unwrap();
     count
+}
+
+/// Items named `name`, read straight from the database.
+async fn rows_named(database: &ScratchDatabase, name: &str) -> i64 {
+    rows_where(database, "items", "name", name.as_bytes()).await
+}
+
+/// A session of `database` that holds `table` locked (access exclusive, in
+/// an open transaction) until it runs `rollback`.
+async fn lock_table(database: &ScratchDatabase, table: &str) -> PgConnection {
+    let mut holder = PgConnection::connect_with(&database.options())
+        .await
+        .unwrap();
+    holder.execute("begin").await.unwrap();
+    holder
+        .execute(format!("lock table {table} in access exclusive mode").as_str())
+        .await
+        .unwrap();
+    holder
+}
+
+/// The service on `url` under the budget (no rate limit, `more` settings
+/// besides), with item 1 `kept` stored.
+async fn start_with_kept_item(url: &str, more: &[(&str, &str)]) -> Service {
+    let mut settings = vec![
+        ("DATABASE_URL", url),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", BUDGET_MS),
+        ("RATE_LIMIT_MAX", "0"),
+    ];
+    settings.extend_from_slice(more);
+    let service = Service::start(&settings).await;
+    service.client.create_item("kept").await;
+    service
+}
+
+/// The service on a fresh SQLite file in `directory`, [`start_with_kept_item`],
+/// and another process's connection holding the file's write lock until it
+/// runs `ROLLBACK`.
+async fn sqlite_behind_a_lock(directory: &tempfile::TempDir) -> (Service, SqliteConnection) {
+    let url = format!("sqlite://{}", directory.path().join("items.db").display());
+    let service = start_with_kept_item(&url, &[]).await;
+    let mut holder = SqliteConnection::connect(&url).await.unwrap();
+    holder.execute("BEGIN IMMEDIATE").await.unwrap();
+    (service, holder)
+}
+
+/// Sends `request` half a budget from now, queued behind what was sent
+/// before, so it waits for the writer as well as for the lock: still one
+/// budget in all; [`timed`].
+async fn queued(what: &str, request: impl Future<Output = Response>) -> (Response, Duration) {
+    tokio::time::sleep(BUDGET / 2).await;
+    timed(what, request).await
 }
 
 /// Waits (at most 5 s) until `sessions` sessions of `database` wait for a
@@ -138,70 +208,30 @@ async fn recovered(service: &Service) -> Value {
 #[tokio::test]
 async fn a_frozen_postgres_gets_503_within_the_budget_in_flight_and_new_and_recovers_c12() {
     let database = ScratchDatabase::create(&test_database_url()).await.unwrap();
-    let proxy = TcpProxy::start(postgres_address().await).await;
+    let proxy = TcpProxy::start(test_server_address().await).await;
     let url = through(&database, proxy.port());
-    let service = Service::start(&[
-        ("DATABASE_URL", url.as_str()),
-        ("DATABASE_STATEMENT_TIMEOUT_MS", BUDGET_MS),
-        ("RATE_LIMIT_MAX", "0"),
-    ])
-    .await;
-    service.client.create_item("kept").await;
+    let service = start_with_kept_item(&url, &[]).await;
 
     // Requests in flight when the server stalls: held at the server by a
     // lock taken outside the proxy, then frozen while they wait, then the
     // lock let go, so the server runs them and their answers are stuck.
-    let mut holder = PgConnection::connect_with(&database.options())
-        .await
-        .unwrap();
-    holder.execute("begin").await.unwrap();
-    holder
-        .execute("lock table items in access exclusive mode")
-        .await
-        .unwrap();
+    let mut holder = lock_table(&database, "items").await;
     let client = &service.client;
     let in_flight_body = json!({"name": "in flight"});
-    let in_flight = async {
-        tokio::join!(
-            timed("GET in flight", client.get("/items/1")),
-            timed(
-                "POST in flight",
-                client.post_json("/items", &in_flight_body)
-            ),
-            timed(
-                "PUT in flight",
-                client.put_json("/items/1", &in_flight_body)
-            ),
-        )
-    };
+    let in_flight = get_post_and_put(client, "in flight", &in_flight_body);
     let freeze = async {
         let waiting = wait_for_lock_waiters(&database, 3).await;
         proxy.freeze();
         holder.execute("rollback").await.unwrap();
         waiting
     };
-    let ((get, post, put), waiting) = tokio::join!(in_flight, freeze);
+    let (answers, waiting) = tokio::join!(in_flight, freeze);
     assert!(waiting, "the three requests were waiting at the server");
-    assert_over_budget("GET in flight", get).await;
-    assert_over_budget("POST in flight", post).await;
-    assert_over_budget("PUT in flight", put).await;
+    assert_all_over_budget(answers).await;
 
     // Requests that arrive while the server stalls.
     let while_frozen = json!({"name": "while frozen"});
-    let (get, post, put) = tokio::join!(
-        timed("GET while frozen", client.get("/items/1")),
-        timed(
-            "POST while frozen",
-            client.post_json("/items", &while_frozen)
-        ),
-        timed(
-            "PUT while frozen",
-            client.put_json("/items/1", &while_frozen)
-        ),
-    );
-    assert_over_budget("GET while frozen", get).await;
-    assert_over_budget("POST while frozen", post).await;
-    assert_over_budget("PUT while frozen", put).await;
+    assert_all_over_budget(get_post_and_put(client, "while frozen", &while_frozen).await).await;
     service
         .log_once_it_contains("DATABASE_STATEMENT_TIMEOUT_MS")
         .await;
@@ -227,36 +257,12 @@ async fn a_frozen_postgres_gets_503_within_the_budget_in_flight_and_new_and_reco
 async fn a_lock_held_elsewhere_on_postgres_gets_503_within_the_budget_and_writes_nothing_c12() {
     let database = ScratchDatabase::create(&test_database_url()).await.unwrap();
     let url = database.url();
-    let service = Service::start(&[
-        ("DATABASE_URL", url.as_str()),
-        ("DATABASE_STATEMENT_TIMEOUT_MS", BUDGET_MS),
-        ("RATE_LIMIT_MAX", "0"),
-    ])
-    .await;
-    service.client.create_item("kept").await;
+    let service = start_with_kept_item(&url, &[]).await;
 
-    let mut holder = PgConnection::connect_with(&database.options())
-        .await
-        .unwrap();
-    holder.execute("begin").await.unwrap();
-    holder
-        .execute("lock table items in access exclusive mode")
-        .await
-        .unwrap();
+    let mut holder = lock_table(&database, "items").await;
     let client = &service.client;
     let behind_the_lock = json!({"name": "behind the lock"});
-    let (post, put) = tokio::join!(
-        timed(
-            "POST behind the lock",
-            client.post_json("/items", &behind_the_lock)
-        ),
-        timed(
-            "PUT behind the lock",
-            client.put_json("/items/1", &behind_the_lock)
-        ),
-    );
-    assert_over_budget("POST behind the lock", post).await;
-    assert_over_budget("PUT behind the lock", put).await;
+    assert_all_over_budget(post_and_put(client, "behind the lock", &behind_the_lock).await).await;
 
     holder.execute("rollback").await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -273,45 +279,18 @@ async fn a_lock_held_elsewhere_on_postgres_gets_503_within_the_budget_and_writes
 async fn another_process_holding_the_sqlite_write_lock_gets_503_within_the_budget_and_nothing_stored_c12()
  {
     let directory = tempfile::tempdir().unwrap();
-    let file = directory.path().join("items.db");
-    let url = format!("sqlite://{}", file.display());
-    let service = Service::start(&[
-        ("DATABASE_URL", url.as_str()),
-        ("DATABASE_STATEMENT_TIMEOUT_MS", BUDGET_MS),
-        ("RATE_LIMIT_MAX", "0"),
-    ])
-    .await;
-    service.client.create_item("kept").await;
-
-    let mut holder = SqliteConnection::connect(&format!("sqlite://{}", file.display()))
-        .await
-        .unwrap();
-    holder.execute("BEGIN IMMEDIATE").await.unwrap();
+    let (service, mut holder) = sqlite_behind_a_lock(&directory).await;
     let client = &service.client;
     let behind_the_lock = json!({"name": "behind the lock"});
-    let queued = json!({"name": "queued"});
-    let (post, put, late) = tokio::join!(
-        timed(
-            "POST behind the lock",
-            client.post_json("/items", &behind_the_lock)
+    let queued_body = json!({"name": "queued"});
+    let (answers, late) = tokio::join!(
+        post_and_put(client, "behind the lock", &behind_the_lock),
+        queued(
+            "POST queued behind the lock",
+            client.post_json("/items", &queued_body)
         ),
-        timed(
-            "PUT behind the lock",
-            client.put_json("/items/1", &behind_the_lock)
-        ),
-        // Queued behind the first, so it waits for the writer as well as
-        // for the lock: still one budget in all.
-        async {
-            tokio::time::sleep(BUDGET / 2).await;
-            timed(
-                "POST queued behind the lock",
-                client.post_json("/items", &queued),
-            )
-            .await
-        },
     );
-    assert_over_budget("POST behind the lock", post).await;
-    assert_over_budget("PUT behind the lock", put).await;
+    assert_all_over_budget(answers).await;
     assert_over_budget("POST queued behind the lock", late).await;
     // Readers do not wait for the write lock (WAL).
     assert_eq!(recovered(&service).await, json!({"id": 1, "name": "kept"}));
@@ -319,7 +298,7 @@ async fn another_process_holding_the_sqlite_write_lock_gets_503_within_the_budge
     holder.execute("ROLLBACK").await.unwrap();
     holder.close().await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let listed: Vec<Value> = service.client.get("/items").await.json().await.unwrap();
+    let listed = service.client.list("/items").await;
     assert_eq!(listed, [json!({"id": 1, "name": "kept"})]);
     let created = service.client.create_item("after the lock").await;
     assert_eq!(created["name"], "after the lock");

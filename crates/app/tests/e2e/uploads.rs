@@ -2,24 +2,13 @@
 //! connection still writes its request line, and `UPLOADS_MAX_BYTES` holds
 //! over files stored before the start, with its gauges on `/metrics`.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use items_adapters::http::CLIENT_CLOSED;
+use items_testkit::files::listing;
 use reqwest::multipart::{Form, Part};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::helpers::*;
-
-fn listing(directory: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(directory)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
 
 async fn until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -33,15 +22,7 @@ async fn until(what: &str, mut done: impl FnMut() -> bool) {
 async fn an_upload_cut_by_a_reset_is_logged_and_leaves_nothing_c5() {
     let service = Service::start_with_the_default_log(&[]).await;
     let uploads = service.uploads_dir();
-    let mut stream = TcpStream::connect(service.listening.address).await.unwrap();
-    let part_head =
-        "--XYZ\r\nContent-Disposition: form-data; name=\"avatar\"; filename=\"a.png\"\r\n\r\n";
-    let head = format!(
-        "POST /profile HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; boundary=XYZ\r\nContent-Length: {}\r\n\r\n{part_head}",
-        part_head.len() + 1_000_000
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    stream.write_all(&[9u8; 100_000]).await.unwrap();
+    let stream = service.client.start_a_raw_avatar_upload(100_000).await;
     until("the upload is being written", || {
         !listing(&uploads).is_empty()
     })

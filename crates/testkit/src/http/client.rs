@@ -41,6 +41,15 @@ impl Client {
         self.send(self.request(Method::DELETE, path)).await
     }
 
+    /// The rows a `GET` of a collection (`/items`, `/products`) lists.
+    pub async fn list(&self, path: &str) -> Vec<Value> {
+        self.get(path)
+            .await
+            .json()
+            .await
+            .expect("a listing is a JSON array")
+    }
+
     /// POST with a JSON body and `Content-Type: application/json`.
     pub async fn post_json(&self, path: &str, body: &Value) -> Response {
         self.send(self.request(Method::POST, path).json(body)).await
@@ -49,6 +58,15 @@ impl Client {
     /// PUT with a JSON body and `Content-Type: application/json`.
     pub async fn put_json(&self, path: &str, body: &Value) -> Response {
         self.send(self.request(Method::PUT, path).json(body)).await
+    }
+
+    /// POST with a JSON body under `Idempotency-Key: key` (C7).
+    pub async fn post_keyed(&self, path: &str, key: &str, body: &Value) -> Response {
+        let request = self
+            .request(Method::POST, path)
+            .header("idempotency-key", key)
+            .json(body);
+        self.send(request).await
     }
 
     /// POST of raw bytes with the given content type.
@@ -78,6 +96,32 @@ impl Client {
             .await;
         assert_eq!(response.status(), 201, "creating {name:?}");
         response.json().await.expect("created item is JSON")
+    }
+
+    /// A raw connection that has sent the head of a `POST /profile`
+    /// announcing an avatar of 1 MB, then its first `sent` bytes: an upload
+    /// under way, for a test to cut (C5).
+    pub async fn start_a_raw_avatar_upload(&self, sent: usize) -> tokio::net::TcpStream {
+        use tokio::io::AsyncWriteExt as _;
+
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .expect("the service accepts a connection");
+        let part_head =
+            "--XYZ\r\nContent-Disposition: form-data; name=\"avatar\"; filename=\"a.png\"\r\n\r\n";
+        let head = format!(
+            "POST /profile HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; boundary=XYZ\r\nContent-Length: {}\r\n\r\n{part_head}",
+            part_head.len() + 1_000_000
+        );
+        stream
+            .write_all(head.as_bytes())
+            .await
+            .expect("the head is sent");
+        stream
+            .write_all(&vec![9u8; sent])
+            .await
+            .expect("the first bytes are sent");
+        stream
     }
 
     async fn send(&self, request: RequestBuilder) -> Response {

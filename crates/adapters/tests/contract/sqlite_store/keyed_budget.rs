@@ -20,49 +20,27 @@ fn price(value: f64) -> Price {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_create_whose_budget_passed_before_the_lock_was_free_is_never_applied_and_its_key_stays_free_c7_c12()
  {
-    let budget = Duration::from_secs(1);
-    let file = SqliteFile::create_with(SqliteSettings {
-        busy_timeout: budget,
-        ..SqliteSettings::default()
-    })
-    .await;
-    let mut lock = hold_write_lock(&file.path()).await;
+    let (file, lock) = budgeted_file_behind_a_lock().await;
     let at = SystemTime::now();
 
-    // As for unkeyed writes: the first keyed create holds the writer in
-    // `BEGIN IMMEDIATE` until the busy timeout (1 s); the second, queued
-    // at 0.5 s, has until 1.5 s, and its batch gets the lock only at
-    // 1.75 s: past its deadline, so the writer must leave it out.
-    let first = tokio::spawn({
-        let items = file.store.items();
-        async move { items.create_keyed(name("first"), &key("k1"), at).await }
-    });
-    tokio::time::sleep(budget / 2).await;
-    let late = tokio::spawn({
-        let products = file.store.products();
-        async move {
-            products
-                .create_keyed(name("late"), price(2.5), &key("k2"), at)
-                .await
-        }
-    });
-    tokio::time::sleep(budget * 5 / 4).await;
-    lock.execute("COMMIT").await.unwrap();
-
-    assert!(matches!(
-        first.await.unwrap(),
-        Err(RepositoryError::Unavailable(_))
-    ));
-    let late = late.await.unwrap();
-    let Err(RepositoryError::Unavailable(cause)) = late else {
-        panic!("a keyed create past its budget must be refused: {late:?}");
-    };
-    assert!(
-        cause.to_string().contains("DATABASE_STATEMENT_TIMEOUT_MS"),
-        "{cause}"
-    );
-    // Whatever the writer was still holding has had its chance to commit.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // As for unkeyed writes: the second keyed create's batch gets the lock
+    // only past its deadline, so the writer must leave it out.
+    assert_first_and_late_refused(
+        lock,
+        {
+            let items = file.store.items();
+            async move { items.create_keyed(name("first"), &key("k1"), at).await }
+        },
+        {
+            let products = file.store.products();
+            async move {
+                products
+                    .create_keyed(name("late"), price(2.5), &key("k2"), at)
+                    .await
+            }
+        },
+    )
+    .await;
     assert_eq!(
         file.store
             .items()

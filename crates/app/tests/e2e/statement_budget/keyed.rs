@@ -5,26 +5,10 @@
 //! claimed), so the key stays free and the client's retry with it creates
 //! the row, once.
 
-use reqwest::{Method, Response};
+use reqwest::Response;
 use serde_json::{Value, json};
 
 use super::*;
-
-/// POST of `body` to `path` under the idempotency `key`.
-async fn post_keyed(
-    client: &items_testkit::http::Client,
-    path: &str,
-    key: &str,
-    body: &Value,
-) -> Response {
-    client
-        .request(Method::POST, path)
-        .header("idempotency-key", key)
-        .json(body)
-        .send()
-        .await
-        .unwrap()
-}
 
 /// The retry of a keyed create whose first attempt got 503: a `201` that is
 /// not a replay (nothing was stored under the key), with `body`'s values.
@@ -37,24 +21,6 @@ async fn assert_created_not_replayed(what: &str, response: Response, body: &Valu
     let created: Value = response.json().await.unwrap();
     assert_eq!(created["name"], body["name"], "{what}");
     created
-}
-
-/// Rows of `table` whose `column` is `value`, read straight from the
-/// database: names are `bytea`, keys `text`.
-async fn rows_where<T>(database: &ScratchDatabase, table: &str, column: &str, value: T) -> i64
-where
-    T: for<'q> sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send,
-{
-    let mut connection = PgConnection::connect_with(&database.options())
-        .await
-        .unwrap();
-    let count = sqlx::query_scalar(&format!("select count(*) from {table} where {column} = $1"))
-        .bind(value)
-        .fetch_one(&mut connection)
-        .await
-        .unwrap();
-    connection.close().await.unwrap();
-    count
 }
 
 /// One keyed create of `path` (`/items` on `table` `items`, or
@@ -81,20 +47,15 @@ async fn cut_in_flight(
     let client = &service.client;
     let mut warm_up = body.clone();
     warm_up["name"] = json!(format!("warm-up of {path}"));
-    let response = post_keyed(client, path, &format!("warm-up:{path}"), &warm_up).await;
+    let response = client
+        .post_keyed(path, &format!("warm-up:{path}"), &warm_up)
+        .await;
     assert_eq!(response.status(), 201, "warm-up of {path}");
 
-    let mut holder = PgConnection::connect_with(&database.options())
-        .await
-        .unwrap();
-    holder.execute("begin").await.unwrap();
-    holder
-        .execute(format!("lock table {table} in access exclusive mode").as_str())
-        .await
-        .unwrap();
+    let mut holder = lock_table(database, table).await;
     let key = format!("in-flight:{path}");
     let what = format!("keyed POST {path} in flight");
-    let in_flight = timed(&what, post_keyed(client, path, &key, body));
+    let in_flight = timed(&what, client.post_keyed(path, &key, body));
     let freeze = async {
         let waiting = wait_for_lock_waiters(database, 1).await;
         proxy.freeze();
@@ -119,9 +80,9 @@ async fn cut_in_flight(
     assert_eq!(rows_where(database, &keys, "key", key.as_str()).await, 0);
 
     // The key is free: the retry creates, once.
-    let retried = post_keyed(client, path, &key, body).await;
+    let retried = client.post_keyed(path, &key, body).await;
     assert_created_not_replayed(&what, retried, body).await;
-    let replayed = post_keyed(client, path, &key, body).await;
+    let replayed = client.post_keyed(path, &key, body).await;
     assert_eq!(replayed.status(), 201);
     assert_eq!(header(&replayed, "idempotent-replayed"), "true");
     assert_eq!(
@@ -134,16 +95,9 @@ async fn cut_in_flight(
 #[tokio::test]
 async fn a_keyed_create_cut_by_a_frozen_postgres_is_never_committed_and_its_retry_creates_c7_c12() {
     let database = ScratchDatabase::create(&test_database_url()).await.unwrap();
-    let proxy = TcpProxy::start(postgres_address().await).await;
+    let proxy = TcpProxy::start(test_server_address().await).await;
     let url = through(&database, proxy.port());
-    let service = Service::start(&[
-        ("DATABASE_URL", url.as_str()),
-        ("DATABASE_POOL_SIZE", "1"),
-        ("DATABASE_STATEMENT_TIMEOUT_MS", BUDGET_MS),
-        ("RATE_LIMIT_MAX", "0"),
-    ])
-    .await;
-    service.client.create_item("kept").await;
+    let service = start_with_kept_item(&url, &[("DATABASE_POOL_SIZE", "1")]).await;
 
     let item = json!({"name": "keyed in flight"});
     cut_in_flight(&service, &database, &proxy, ("/items", "items"), &item).await;
@@ -162,13 +116,16 @@ async fn a_keyed_create_cut_by_a_frozen_postgres_is_never_committed_and_its_retr
     let frozen = json!({"name": "keyed while frozen"});
     let posted = timed(
         "keyed POST /items while frozen",
-        post_keyed(&service.client, "/items", "while-frozen", &frozen),
+        service.client.post_keyed("/items", "while-frozen", &frozen),
     )
     .await;
     assert_over_budget("keyed POST /items while frozen", posted).await;
     proxy.thaw();
     recovered(&service).await;
-    let retried = post_keyed(&service.client, "/items", "while-frozen", &frozen).await;
+    let retried = service
+        .client
+        .post_keyed("/items", "while-frozen", &frozen)
+        .await;
     assert_created_not_replayed("keyed POST /items after the thaw", retried, &frozen).await;
     drop(service);
     database.drop().await;
@@ -177,36 +134,19 @@ async fn a_keyed_create_cut_by_a_frozen_postgres_is_never_committed_and_its_retr
 #[tokio::test]
 async fn a_keyed_create_past_its_budget_behind_the_sqlite_write_lock_is_never_applied_c7_c12() {
     let directory = tempfile::tempdir().unwrap();
-    let file = directory.path().join("items.db");
-    let url = format!("sqlite://{}", file.display());
-    let service = Service::start(&[
-        ("DATABASE_URL", url.as_str()),
-        ("DATABASE_STATEMENT_TIMEOUT_MS", BUDGET_MS),
-        ("RATE_LIMIT_MAX", "0"),
-    ])
-    .await;
-    service.client.create_item("kept").await;
-
-    let mut holder = SqliteConnection::connect(&url).await.unwrap();
-    holder.execute("BEGIN IMMEDIATE").await.unwrap();
+    let (service, mut holder) = sqlite_behind_a_lock(&directory).await;
     let client = &service.client;
     let item = json!({"name": "keyed behind the lock"});
     let product = json!({"name": "keyed product behind the lock", "price": 3});
     let (posted_item, posted_product) = tokio::join!(
         timed(
             "keyed POST /items behind the lock",
-            post_keyed(client, "/items", "item-behind-the-lock", &item)
+            client.post_keyed("/items", "item-behind-the-lock", &item)
         ),
-        // Queued behind the first, so it waits for the writer as well as
-        // for the lock: still one budget in all.
-        async {
-            tokio::time::sleep(BUDGET / 2).await;
-            timed(
-                "keyed POST /products queued behind the lock",
-                post_keyed(client, "/products", "product-behind-the-lock", &product),
-            )
-            .await
-        },
+        queued(
+            "keyed POST /products queued behind the lock",
+            client.post_keyed("/products", "product-behind-the-lock", &product),
+        ),
     );
     assert_over_budget("keyed POST /items behind the lock", posted_item).await;
     assert_over_budget(
@@ -217,18 +157,24 @@ async fn a_keyed_create_past_its_budget_behind_the_sqlite_write_lock_is_never_ap
 
     holder.execute("ROLLBACK").await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let items: Vec<Value> = client.get("/items").await.json().await.unwrap();
+    let items = client.list("/items").await;
     assert_eq!(items, [json!({"id": 1, "name": "kept"})]);
-    let products: Vec<Value> = client.get("/products").await.json().await.unwrap();
+    let products = client.list("/products").await;
     assert_eq!(products, Vec::<Value>::new());
 
     // Nothing was stored under the keys: each retry creates, once.
-    let retried = post_keyed(client, "/items", "item-behind-the-lock", &item).await;
+    let retried = client
+        .post_keyed("/items", "item-behind-the-lock", &item)
+        .await;
     let created = assert_created_not_replayed("retried item", retried, &item).await;
     assert_eq!(created["id"], 2);
-    let retried = post_keyed(client, "/products", "product-behind-the-lock", &product).await;
+    let retried = client
+        .post_keyed("/products", "product-behind-the-lock", &product)
+        .await;
     assert_created_not_replayed("retried product", retried, &product).await;
-    let replayed = post_keyed(client, "/products", "product-behind-the-lock", &product).await;
+    let replayed = client
+        .post_keyed("/products", "product-behind-the-lock", &product)
+        .await;
     assert_eq!(header(&replayed, "idempotent-replayed"), "true");
     holder.close().await.unwrap();
 }

@@ -305,14 +305,15 @@ fn key(raw: &str) -> IdempotencyKey {
     IdempotencyKey::parse(raw.as_bytes()).expect("valid test key")
 }
 
-/// Expects one keyed create of `raw` under key `k`, at a moment within the
-/// last minute (the use case reads the clock), answered with `answer`.
-fn expect_create_keyed(
-    repository: &mut MockItemRepository,
+/// A service whose store expects one keyed create of `raw` under key `k`,
+/// at a moment within the last minute (the use case reads the clock), and
+/// answers it with `answer`.
+fn service_answering_create_keyed(
     raw: &'static str,
     k: &'static str,
     answer: Result<crate::Keyed<Item>, RepositoryError>,
-) {
+) -> ItemService {
+    let mut repository = MockItemRepository::new();
     repository
         .expect_create_keyed()
         .withf(move |name, key, at| {
@@ -321,60 +322,41 @@ fn expect_create_keyed(
         })
         .times(1)
         .return_once(move |_, _, _| answer);
+    service(repository)
+}
+
+/// What `create_once` of "pen" under key "k1" answers when the store
+/// answers `stored`.
+async fn create_once_a_pen(stored: crate::Keyed<Item>) -> Result<Created<Item>, CreateError> {
+    service_answering_create_keyed("pen", "k1", Ok(stored))
+        .create_once(name("pen"), &key("k1"))
+        .await
 }
 
 #[tokio::test]
 async fn create_once_answers_a_new_item_as_not_replayed_c7() {
-    let mut repository = MockItemRepository::new();
-    expect_create_keyed(
-        &mut repository,
-        "pen",
-        "k1",
-        Ok(crate::Keyed::Created(item(7, "pen"))),
-    );
-    let created = service(repository)
-        .create_once(name("pen"), &key("k1"))
-        .await
-        .unwrap();
-    assert_eq!(
-        created,
-        Created {
-            value: item(7, "pen"),
-            replayed: false
-        }
-    );
+    let created = create_once_a_pen(crate::Keyed::Created(item(7, "pen"))).await;
+    let expected = Created {
+        value: item(7, "pen"),
+        replayed: false,
+    };
+    assert_eq!(created.unwrap(), expected);
 }
 
 #[tokio::test]
 async fn create_once_answers_the_first_item_of_a_replay_c7() {
-    let mut repository = MockItemRepository::new();
     // The store answers the item as first created (id 3, "pen"), whatever it is now.
-    expect_create_keyed(
-        &mut repository,
-        "pen",
-        "k1",
-        Ok(crate::Keyed::Replayed(item(3, "pen"))),
-    );
-    let created = service(repository)
-        .create_once(name("pen"), &key("k1"))
-        .await
-        .unwrap();
-    assert_eq!(
-        created,
-        Created {
-            value: item(3, "pen"),
-            replayed: true
-        }
-    );
+    let created = create_once_a_pen(crate::Keyed::Replayed(item(3, "pen"))).await;
+    let expected = Created {
+        value: item(3, "pen"),
+        replayed: true,
+    };
+    assert_eq!(created.unwrap(), expected);
 }
 
 #[tokio::test]
 async fn create_once_refuses_a_key_used_with_another_name_c7() {
-    let mut repository = MockItemRepository::new();
-    expect_create_keyed(&mut repository, "ink", "k1", Ok(crate::Keyed::Mismatch));
-    let result = service(repository)
-        .create_once(name("ink"), &key("k1"))
-        .await;
+    let result = create_once_a_pen(crate::Keyed::Mismatch).await;
     assert!(matches!(result, Err(CreateError::KeyReused)), "{result:?}");
 }
 
@@ -393,9 +375,7 @@ async fn create_once_refuses_a_key_in_flight_without_asking_the_store_c7() {
 
 #[tokio::test]
 async fn create_once_reports_an_unavailable_store_and_releases_the_key_c7() {
-    let mut repository = MockItemRepository::new();
-    expect_create_keyed(&mut repository, "pen", "k1", Err(unavailable()));
-    let service = service(repository);
+    let service = service_answering_create_keyed("pen", "k1", Err(unavailable()));
     let result = service.create_once(name("pen"), &key("k1")).await;
     assert!(
         matches!(result, Err(CreateError::Unavailable(ref error)) if is_the_stores_failure(error)),
