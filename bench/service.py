@@ -53,7 +53,8 @@ def start(command, env, name):
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 20
     while True:
-        ports = listening_ports(process.pid)
+        # An admin listener (ADMIN_PORT, chosen by the caller) is not the port sought.
+        ports = listening_ports(process.pid) - {int(env.get("ADMIN_PORT", "-1"))}
         if len(ports) == 1:
             return process, ports.pop()
         if len(ports) > 1:

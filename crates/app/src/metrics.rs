@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use items_adapters::disk;
 use items_adapters::http::metrics::{REQUEST_DURATION, REQUEST_DURATION_BUCKETS, describe};
+use items_adapters::postgres::{self, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS};
 use items_adapters::redis::STORE_ERRORS;
 use items_adapters::sqlite::{self, WRITES_PER_COMMIT, WRITES_PER_COMMIT_BUCKETS};
 use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, PrometheusHandle};
@@ -23,8 +24,8 @@ pub const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 static INSTALLED: Mutex<Option<PrometheusHandle>> = Mutex::new(None);
 
 /// Installs the process-wide recorder, or returns the one installed by an
-/// earlier call; the request-duration and SQLite writes-per-commit
-/// histograms get real buckets (the exporter would otherwise render a
+/// earlier call; the request-duration, SQLite writes-per-commit and
+/// PostgreSQL requests-per-statement histograms get real buckets (the exporter would otherwise render a
 /// summary).
 ///
 /// # Errors
@@ -43,9 +44,14 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
             Matcher::Full(WRITES_PER_COMMIT.to_owned()),
             WRITES_PER_COMMIT_BUCKETS,
         )?
+        .set_buckets_for_metric(
+            Matcher::Full(REQUESTS_PER_STATEMENT.to_owned()),
+            REQUESTS_PER_STATEMENT_BUCKETS,
+        )?
         .install_recorder()?;
     describe();
     sqlite::describe_metrics();
+    postgres::describe_metrics();
     disk::usage::describe_metrics();
     metrics::describe_counter!(
         STORE_ERRORS,

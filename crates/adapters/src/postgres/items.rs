@@ -11,18 +11,31 @@ use items_domain::{
     Name, Replaced, RepositoryError,
 };
 
+use super::coalesce::{Coalescer, ItemCreates, ItemReads};
 use super::pool::{Lease, Pool, lease};
 use crate::stored_rows::{stored_item, stored_items};
 
-/// Items in the `items` table.
+/// Items in the `items` table. Point reads and creates go through the
+/// store's coalescing queues (`coalesce`): alone when a connection is free,
+/// else batched with the others waiting.
 #[derive(Debug, Clone)]
 pub struct PostgresItemRepository {
     pool: Pool,
+    reads: Coalescer<ItemReads>,
+    creates: Coalescer<ItemCreates>,
 }
 
 impl PostgresItemRepository {
-    pub(super) fn new(pool: Pool) -> Self {
-        Self { pool }
+    pub(super) fn new(
+        pool: Pool,
+        reads: Coalescer<ItemReads>,
+        creates: Coalescer<ItemCreates>,
+    ) -> Self {
+        Self {
+            pool,
+            reads,
+            creates,
+        }
     }
 }
 
@@ -177,31 +190,19 @@ impl ItemRepository for PostgresItemRepository {
         })
     }
 
+    /// Coalesced (`coalesce::reads`): also the read a conditional request
+    /// or a `PUT` makes through the use cases.
     async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {
-        let row: Option<(i64, Vec<u8>)> = lease(&self.pool)
-            .await?
-            .run(|connection| {
-                sqlx::query_as("select id, name from items where id = $1")
-                    .bind(id.get())
-                    .fetch_optional(connection)
-            })
-            .await?;
+        let row = self.reads.call(id.get()).await?;
         row.map(stored_item).transpose()
     }
 
-    /// In a transaction of its own, committed only within the budget, so a
-    /// create answered 503 is never stored afterwards (`budget.rs`).
+    /// Group-committed (`coalesce::creates`): alone or in a batch, in a
+    /// transaction committed only within the budget, so a create answered
+    /// 503 is never stored afterwards (`budget.rs`). A keyed create never
+    /// joins a batch: it takes `keys.rs`'s path (`create_keyed`).
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
-        let mut connection = lease(&self.pool).await?;
-        connection.begin("begin").await?;
-        let id: i64 = connection
-            .run(|connection| {
-                sqlx::query_scalar("insert into items (name) values ($1) returning id")
-                    .bind(name.as_str().as_bytes())
-                    .fetch_one(connection)
-            })
-            .await?;
-        connection.commit().await?;
+        let id = self.creates.call(name.clone()).await?;
         Ok(Item {
             id: Id::new(id),
             name,

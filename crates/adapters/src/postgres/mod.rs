@@ -9,6 +9,7 @@
 //! kept by the server and by this client (`budget.rs`).
 
 mod budget;
+mod coalesce;
 mod items;
 mod keys;
 mod pool;
@@ -25,9 +26,13 @@ use items_domain::{DependencyDown, HealthCheck, Repositories, RepositoryError};
 use sqlx::Connection as _;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 
+use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
 use pool::Pool;
 
 pub use crate::budget::{DEFAULT_STATEMENT_TIMEOUT, OverBudget};
+pub use coalesce::{
+    CoalescingStats, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS, describe_metrics,
+};
 pub use items::PostgresItemRepository;
 pub use products::PostgresProductRepository;
 pub use transfer::{BeginError, PostgresSink, PostgresSnapshot};
@@ -93,10 +98,16 @@ impl Default for PostgresSettings {
     }
 }
 
-/// A pool of connections to one database, from which the repositories are made.
+/// A pool of connections to one database, from which the repositories are
+/// made, and the queues in which their point reads and creates coalesce
+/// while every connection is busy (`coalesce`): one per store, so every
+/// repository made from it feeds the same batches.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    item_reads: Coalescer<ItemReads>,
+    item_creates: Coalescer<ItemCreates>,
+    product_creates: Coalescer<ProductCreates>,
 }
 
 impl PostgresStore {
@@ -169,7 +180,12 @@ impl PostgresStore {
             .max_size(settings.pool_size as usize)
             .build()
             .expect("a pool without timeouts needs no runtime");
-        Ok(Self { pool })
+        Ok(Self {
+            item_reads: Coalescer::new(pool.clone(), coalesce::lanes(settings.pool_size)),
+            item_creates: Coalescer::new(pool.clone(), coalesce::lanes(settings.pool_size)),
+            product_creates: Coalescer::new(pool.clone(), coalesce::lanes(settings.pool_size)),
+            pool,
+        })
     }
 
     /// [`PostgresStore::connect`] with options read from a `postgres://` URL.
@@ -187,11 +203,15 @@ impl PostgresStore {
     }
 
     pub fn items(&self) -> PostgresItemRepository {
-        PostgresItemRepository::new(self.pool.clone())
+        PostgresItemRepository::new(
+            self.pool.clone(),
+            self.item_reads.clone(),
+            self.item_creates.clone(),
+        )
     }
 
     pub fn products(&self) -> PostgresProductRepository {
-        PostgresProductRepository::new(self.pool.clone())
+        PostgresProductRepository::new(self.pool.clone(), self.product_creates.clone())
     }
 
     pub fn users(&self) -> PostgresUserRepository {
@@ -210,6 +230,17 @@ impl PostgresStore {
         metrics::gauge!(POOL_CONNECTIONS).set(status.size as f64);
         metrics::gauge!(POOL_IDLE_CONNECTIONS).set(status.available as f64);
         metrics::gauge!(POOL_MAX_CONNECTIONS).set(status.max_size as f64);
+    }
+
+    /// What the coalescing queues did so far: item reads, item creates,
+    /// product creates (for tests and benchmarks; `/metrics` has the
+    /// histogram [`REQUESTS_PER_STATEMENT`]).
+    pub fn coalescing_stats(&self) -> [CoalescingStats; 3] {
+        [
+            self.item_reads.stats(),
+            self.item_creates.stats(),
+            self.product_creates.stats(),
+        ]
     }
 
     /// Closes every connection (tests drop their database afterwards).

@@ -18,7 +18,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use deadpool::managed::{self, Metrics, Object, RecycleError, RecycleResult};
+use deadpool::managed::{
+    self, Metrics, Object, PoolError, RecycleError, RecycleResult, TimeoutType, Timeouts,
+};
 use items_domain::RepositoryError;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection as _, Executor as _, PgConnection};
@@ -120,6 +122,36 @@ pub(super) async fn lease(pool: &Pool) -> Result<Lease, RepositoryError> {
     }
 }
 
+/// A connection from `pool` if one is free now (idle, or not yet opened),
+/// else `None` at once: the coalesced operations queue only when every
+/// connection is busy. The pool's waiters are served first (tokio's
+/// semaphore hands a returned connection to the longest waiter), so this
+/// never overtakes a queued batch. The lease's deadline is the budget from
+/// now, as for [`lease`].
+pub(super) async fn try_lease(pool: &Pool) -> Result<Option<Lease>, RepositoryError> {
+    const NOW: Timeouts = Timeouts {
+        wait: Some(Duration::ZERO),
+        create: None,
+        recycle: None,
+    };
+    let budget = pool.manager().budget;
+    let deadline = Instant::now() + budget;
+    // Opening a connection still counts against the budget.
+    let wait = ACQUIRE_TIMEOUT.min(budget);
+    match tokio::time::timeout(wait, pool.timeout_get(&NOW)).await {
+        Ok(Ok(connection)) => Ok(Some(Lease {
+            connection: Some(connection),
+            budget,
+            deadline,
+            expired: false,
+        })),
+        Ok(Err(PoolError::Timeout(TimeoutType::Wait))) => Ok(None),
+        Ok(Err(error)) => Err(RepositoryError::unavailable(error)),
+        Err(_) if wait == budget => Err(over_budget(budget)),
+        Err(_) => Err(unavailable(sqlx::Error::PoolTimedOut)),
+    }
+}
+
 /// The cause the HTTP adapter logs with its warning (naming the budget and
 /// the setting) and answers 503 with `Retry-After` for.
 fn over_budget(budget: Duration) -> RepositoryError {
@@ -171,6 +203,13 @@ impl Lease {
     /// whose every batch is an operation of its own.
     pub(super) fn renew(&mut self) {
         self.deadline = Instant::now() + self.budget;
+    }
+
+    /// Brings the deadline in to `deadline` when that is earlier: a
+    /// coalesced batch must end by its earliest caller's deadline
+    /// (`coalesce`).
+    pub(super) fn limit(&mut self, deadline: Instant) {
+        self.deadline = self.deadline.min(deadline);
     }
 
     /// Opens a transaction with `statement` (`begin …`); it stays open

@@ -8,6 +8,7 @@ use items_domain::{
     Id, IdempotencyKey, Keyed, Name, Price, Product, ProductRepository, RepositoryError,
 };
 
+use super::coalesce::{Coalescer, ProductCreates};
 use super::pool::{Pool, lease};
 use crate::stored_rows::{ProductRow, stored_products};
 
@@ -15,11 +16,12 @@ use crate::stored_rows::{ProductRow, stored_products};
 #[derive(Debug, Clone)]
 pub struct PostgresProductRepository {
     pool: Pool,
+    creates: Coalescer<ProductCreates>,
 }
 
 impl PostgresProductRepository {
-    pub(super) fn new(pool: Pool) -> Self {
-        Self { pool }
+    pub(super) fn new(pool: Pool, creates: Coalescer<ProductCreates>) -> Self {
+        Self { pool, creates }
     }
 }
 
@@ -36,22 +38,12 @@ impl ProductRepository for PostgresProductRepository {
         stored_products(rows)
     }
 
-    /// In a transaction committed only within the budget, so a create
-    /// answered 503 is never stored afterwards (`budget.rs`).
+    /// Group-committed (`coalesce::creates`): alone or in a batch, in a
+    /// transaction committed only within the budget, so a create answered
+    /// 503 is never stored afterwards (`budget.rs`). A keyed create never
+    /// joins a batch: it takes `keys.rs`'s path (`create_keyed`).
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
-        let mut connection = lease(&self.pool).await?;
-        connection.begin("begin").await?;
-        let id: i64 = connection
-            .run(|connection| {
-                sqlx::query_scalar(
-                    "insert into products (name, price) values ($1, $2) returning id",
-                )
-                .bind(name.as_str().as_bytes())
-                .bind(price.get())
-                .fetch_one(connection)
-            })
-            .await?;
-        connection.commit().await?;
+        let id = self.creates.call((name.clone(), price)).await?;
         Ok(Product {
             id: Id::new(id),
             name,

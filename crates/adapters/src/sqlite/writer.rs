@@ -13,9 +13,10 @@
 //! attempt for a failure that is the disk's or the lock's, not a request's.
 //!
 //! Each write has a deadline, its budget (`DATABASE_STATEMENT_TIMEOUT_MS`)
-//! from when it was queued. A write whose caller gave up at its deadline
-//! before the writer claimed it is never applied: the writer leaves such
-//! writes out when it takes a batch, and claims the rest only once
+//! from when it was queued. A write abandoned before the writer claimed it
+//! (its deadline passed, or its caller stopped waiting: a client gone) is
+//! never applied: the writer leaves such writes out when it takes a batch,
+//! and claims the rest only once
 //! `BEGIN IMMEDIATE` holds the lock, so a write that waited past its
 //! deadline for another process's lock is answered 503 and not committed
 //! afterwards. Claimed writes wait for their batch, which decides for all

@@ -122,3 +122,67 @@ async fn without_admin_host_the_admin_listener_binds_on_host_c11() {
     assert_eq!(admin.ip().to_string(), "127.0.0.1");
     assert_eq!(service.admin().get("/livez").await.status(), 200);
 }
+
+/// The sum of `metric`'s samples for `operation` on a Prometheus page.
+fn histogram_sum(metrics: &str, metric: &str, operation: &str) -> Option<f64> {
+    let prefix = format!("{metric}_sum{{operation=\"{operation}\"}} ");
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn every_read_and_create_over_postgres_is_counted_once_in_requests_per_statement_c11() {
+    let url = test_database_url();
+    let database = ScratchDatabase::create(&url).await.unwrap();
+    let database_url = database.url();
+    let service = Service::start(&[
+        ("DATABASE_URL", database_url.as_str()),
+        ("DATABASE_POOL_SIZE", "3"),
+        ("ADMIN_PORT", "0"),
+    ])
+    .await;
+
+    // Concurrent, so some may share a statement (issue 21); each is
+    // counted once either way.
+    let creates: Vec<_> = (0..40)
+        .map(|n| {
+            let client = service.client.clone();
+            tokio::spawn(async move {
+                let body = serde_json::json!({ "name": format!("n{n}") });
+                client.post_json("/items", &body).await.status()
+            })
+        })
+        .collect();
+    let mut created = Vec::new();
+    for create in creates {
+        created.push(create.await.unwrap());
+    }
+    assert!(created.iter().all(|status| *status == 201), "{created:?}");
+    let reads: Vec<_> = (1..=60)
+        .map(|id| {
+            let client = service.client.clone();
+            tokio::spawn(async move { client.get(&format!("/items/{id}")).await.status() })
+        })
+        .collect();
+    let mut read = Vec::new();
+    for one in reads {
+        read.push(one.await.unwrap());
+    }
+    assert_eq!(read.iter().filter(|status| **status == 200).count(), 40);
+    assert_eq!(read.iter().filter(|status| **status == 404).count(), 20);
+
+    let metrics = service.admin().get("/metrics").await.text().await.unwrap();
+    let metric = "database_requests_per_statement";
+    assert!(
+        metrics.contains(&format!(
+            "{metric}_bucket{{operation=\"get_item\",le=\"1\"}}"
+        )),
+        "{metrics}"
+    );
+    assert_eq!(histogram_sum(&metrics, metric, "create_item"), Some(40.0));
+    assert_eq!(histogram_sum(&metrics, metric, "get_item"), Some(60.0));
+    drop(service);
+    database.drop().await;
+}

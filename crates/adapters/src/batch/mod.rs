@@ -11,12 +11,22 @@
 //! write commits at once, and under load a batch is exactly what arrived
 //! during one commit, so batching adds no latency of its own.
 //!
-//! A caller may give its request a deadline ([`Queue::submit_by`]): past it,
-//! a request the writer has not yet *claimed* is abandoned — the caller is
-//! answered [`Unanswered::Late`] at once and the writer skips the work —
-//! while a request already claimed (its batch is being applied) waits for
-//! its batch's fate, which decides for every request in it. So a caller
-//! told "late" knows its work was never done, nor will be.
+//! The same queue serves a store with a pool instead of one writer (the
+//! PostgreSQL adapter's coalesced reads and creates, `postgres/coalesce`):
+//! callers [`Queue::enqueue_by`] and then [`Answer::wait`], and whichever
+//! task gets a connection takes what is queued with [`Batches::try_next`].
+//!
+//! A caller may give its request a deadline ([`Queue::submit_by`],
+//! [`Queue::enqueue_by`]). Every request's fate is decided once, by
+//! whichever side comes first: the writer *claims* it ([`Batch::claim`]:
+//! it will be applied, and its caller waits for its batch's fate, which
+//! decides for every request in it, even past the deadline), or its caller
+//! *abandons* it — its deadline passed, or it stopped waiting (dropped its
+//! [`Answer`] or its `submit` future, e.g. a client gone) — and the work is
+//! never done: [`Batch::prune`] and [`Batch::claim`] leave it out. A caller
+//! told [`Unanswered::Late`] knows its work was never done, nor will be. A
+//! request still unclaimed when the writer claims after its deadline is
+//! abandoned then, not applied late.
 //!
 //! This module knows nothing of any database: the work `W` and the reply `R`
 //! are the store's own types. The store decides what a failed commit means
@@ -40,43 +50,18 @@
 //! # }
 //! ```
 
+mod request;
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-/// One caller's work, where its answer goes, and, for a request with a
-/// deadline, who decided its fate first (see [`Claim`]).
-#[derive(Debug)]
-struct Request<W, R> {
-    work: W,
-    reply: oneshot::Sender<R>,
-    claim: Option<Arc<Claim>>,
-}
+use request::{Claim, Request};
 
-/// The fate of a request with a deadline, decided once: the writer claims
-/// it (it will be applied) or its caller abandons it (it never will be),
-/// whichever comes first.
-#[derive(Debug, Default)]
-struct Claim(AtomicU8);
-
-const WAITING: u8 = 0;
-const CLAIMED: u8 = 1;
-const ABANDONED: u8 = 2;
-
-impl Claim {
-    /// Moves from waiting to `to`; false when the other side was first.
-    fn decide(&self, to: u8) -> bool {
-        self.0
-            .compare_exchange(WAITING, to, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    }
-
-    fn is_abandoned(&self) -> bool {
-        self.0.load(Ordering::Acquire) == ABANDONED
-    }
-}
+pub use request::Answer;
 
 /// Makes a queue holding at most `capacity` requests (at least one): the
 /// callers' end, and the writer's end that takes them in batches. A caller
@@ -108,7 +93,7 @@ impl<W, R> Clone for Queue<W, R> {
 #[error("the writer has stopped")]
 pub struct Stopped;
 
-/// Why [`Queue::submit_by`] has no answer.
+/// Why a request with a deadline has no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Unanswered {
     /// See [`Stopped`].
@@ -122,20 +107,15 @@ pub enum Unanswered {
 
 impl<W, R> Queue<W, R> {
     /// Queues `work` and waits for its answer, which the writer sends once
-    /// the batch holding it has been applied.
+    /// the batch holding it has been applied. Dropping the future before
+    /// the writer claimed the work abandons it.
     ///
     /// # Errors
     /// [`Stopped`] when the writer stopped before answering (the work was
     /// then either never taken or its batch was dropped unanswered).
     pub async fn submit(&self, work: W) -> Result<R, Stopped> {
-        let (reply, answer) = oneshot::channel();
-        let request = Request {
-            work,
-            reply,
-            claim: None,
-        };
-        self.sender.send(request).await.map_err(|_| Stopped)?;
-        answer.await.map_err(|_| Stopped)
+        let answer = self.enqueue(work, None).await.map_err(|_| Stopped)?;
+        answer.wait().await.map_err(|_| Stopped)
     }
 
     /// [`Queue::submit`], unless `deadline` passes before the writer claims
@@ -148,26 +128,42 @@ impl<W, R> Queue<W, R> {
     /// [`Unanswered::Late`] as above; [`Unanswered::Stopped`] as
     /// [`Stopped`].
     pub async fn submit_by(&self, work: W, deadline: Instant) -> Result<R, Unanswered> {
-        let (reply, mut answer) = oneshot::channel();
+        self.enqueue_by(work, deadline).await?.wait().await
+    }
+
+    /// The first half of [`Queue::submit_by`]: queues `work` (waiting for
+    /// room until `deadline`) and returns the answer to wait for, so the
+    /// caller can make sure someone will take the work before it waits.
+    ///
+    /// # Errors
+    /// [`Unanswered::Late`] when no room came before `deadline`;
+    /// [`Unanswered::Stopped`] when the writer's end is gone or refuses
+    /// new requests.
+    pub async fn enqueue_by(&self, work: W, deadline: Instant) -> Result<Answer<R>, Unanswered> {
+        self.enqueue(work, Some(deadline)).await
+    }
+
+    async fn enqueue(&self, work: W, deadline: Option<Instant>) -> Result<Answer<R>, Unanswered> {
+        let (reply, receiver) = oneshot::channel();
         let claim = Arc::new(Claim::default());
         let request = Request {
             work,
             reply,
-            claim: Some(Arc::clone(&claim)),
+            deadline,
+            claim: Arc::clone(&claim),
         };
-        match tokio::time::timeout_at(deadline, self.sender.send(request)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return Err(Unanswered::Stopped),
-            Err(_) => return Err(Unanswered::Late),
-        }
-        if let Ok(answered) = tokio::time::timeout_at(deadline, &mut answer).await {
-            return answered.map_err(|_| Unanswered::Stopped);
-        }
-        if claim.decide(ABANDONED) {
-            return Err(Unanswered::Late);
-        }
-        // Claimed first: the batch is being applied, and its fate is ours.
-        answer.await.map_err(|_| Unanswered::Stopped)
+        let sent = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, self.sender.send(request))
+                .await
+                .map_err(|_| Unanswered::Late)?,
+            None => self.sender.send(request).await,
+        };
+        sent.map_err(|_| Unanswered::Stopped)?;
+        Ok(Answer {
+            receiver,
+            deadline,
+            claim,
+        })
     }
 
     /// Whether the writer's end is gone or refuses new requests.
@@ -193,6 +189,18 @@ impl<W, R> Batches<W, R> {
     /// queued; `None` once the queue is closed and empty.
     pub async fn next(&mut self) -> Option<Batch<W, R>> {
         let first = self.receiver.recv().await?;
+        Some(self.with_queued(first))
+    }
+
+    /// Takes every request queued now, without waiting: `None` when there
+    /// is none.
+    pub fn try_next(&mut self) -> Option<Batch<W, R>> {
+        let first = self.receiver.try_recv().ok()?;
+        Some(self.with_queued(first))
+    }
+
+    /// `first` and every request queued behind it, up to the capacity.
+    fn with_queued(&mut self, first: Request<W, R>) -> Batch<W, R> {
         let mut requests = Vec::with_capacity(self.receiver.len() + 1);
         requests.push(first);
         // At most one queue's worth, so a batch stays bounded even while
@@ -203,7 +211,7 @@ impl<W, R> Batches<W, R> {
                 Err(_) => break,
             }
         }
-        Some(Batch { requests })
+        Batch { requests }
     }
 
     /// Refuses new requests; those already queued are still handed out by
@@ -222,12 +230,12 @@ pub struct Batch<W, R> {
 }
 
 impl<W, R> Batch<W, R> {
-    /// How many requests the batch holds (never zero).
+    /// How many requests the batch holds.
     pub fn len(&self) -> usize {
         self.requests.len()
     }
 
-    /// False as handed out (a batch starts with the request it was waited
+    /// False as handed out (a batch starts with the request it was taken
     /// for); true when [`Batch::prune`] or [`Batch::claim`] left nothing.
     pub fn is_empty(&self) -> bool {
         self.requests.is_empty()
@@ -238,25 +246,34 @@ impl<W, R> Batch<W, R> {
         self.requests.iter().map(|request| &request.work)
     }
 
-    /// Leaves out the requests their callers abandoned (deadline passed),
-    /// so no time is spent on work nobody waits for.
-    pub fn prune(&mut self) {
+    /// The earliest deadline of the requests in the batch, if any has one:
+    /// after [`Batch::claim`], the moment by which the batch must have
+    /// ended for none of its callers to wait past its own deadline.
+    pub fn deadline(&self) -> Option<Instant> {
         self.requests
-            .retain(|request| !request.claim.as_deref().is_some_and(Claim::is_abandoned));
+            .iter()
+            .filter_map(|request| request.deadline)
+            .min()
+    }
+
+    /// Leaves out the requests abandoned (their callers stopped waiting, or
+    /// their deadline passed), so no time is spent on work nobody waits
+    /// for.
+    pub fn prune(&mut self) {
+        let now = Instant::now();
+        self.requests.retain(|request| request.wanted(now));
     }
 
     /// Claims every request still wanted: from now on its caller waits for
     /// this batch's answer, whatever its deadline. The requests abandoned
-    /// first are left out, never to be applied. Call it once the work is
-    /// sure to start (a writer: once it holds the lock), so that nothing
+    /// first, or past their deadline now, are left out, never to be
+    /// applied. Call it once the work is sure to start (a writer: once it
+    /// holds the lock; a pool: once it holds a connection), so that nothing
     /// claimed waits behind a lock past its deadline.
     pub fn claim(&mut self) {
-        self.requests.retain(|request| {
-            request
-                .claim
-                .as_deref()
-                .is_none_or(|claim| claim.decide(CLAIMED))
-        });
+        let now = Instant::now();
+        self.requests
+            .retain(|request| request.wanted(now) && request.claim.claim());
     }
 
     /// Answers each request with what `reply` makes of its work. A caller
@@ -267,114 +284,12 @@ impl<W, R> Batch<W, R> {
         }
     }
 
-    /// Answers the requests, in order, with `replies` (one per request, as
+    /// Answers the requests in order with `replies` (typically built from
     /// the results of applying [`Batch::work`]). Requests beyond the
     /// replies given are dropped unanswered: their callers get [`Stopped`].
     pub fn answer(self, replies: impl IntoIterator<Item = R>) {
         for (request, reply) in self.requests.into_iter().zip(replies) {
             let _ = request.reply.send(reply);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn a_batch_holds_every_request_queued_before_it_was_taken() {
-        let (queue, mut batches) = queue::<u32, u32>(8);
-        let callers: Vec<_> = (0..5)
-            .map(|n| {
-                let queue = queue.clone();
-                tokio::spawn(async move { queue.submit(n).await })
-            })
-            .collect();
-        while queue.queued() < 5 {
-            tokio::task::yield_now().await;
-        }
-
-        let batch = batches.next().await.unwrap();
-        assert_eq!(batch.len(), 5);
-        let replies: Vec<u32> = batch.work().map(|n| n + 10).collect();
-        batch.answer(replies);
-        for (n, caller) in callers.into_iter().enumerate() {
-            assert_eq!(
-                caller.await.unwrap(),
-                Ok(n as u32 + 10),
-                "each gets its own"
-            );
-        }
-        assert_eq!(queue.queued(), 0);
-    }
-
-    #[tokio::test]
-    async fn a_batch_never_exceeds_the_queue_capacity() {
-        let (queue, mut batches) = queue::<u32, ()>(3);
-        let callers: Vec<_> = (0..6)
-            .map(|n| {
-                let queue = queue.clone();
-                tokio::spawn(async move { queue.submit(n).await })
-            })
-            .collect();
-        while queue.queued() < 3 {
-            tokio::task::yield_now().await;
-        }
-
-        let mut sizes = Vec::new();
-        while sizes.iter().sum::<usize>() < 6 {
-            let batch = batches.next().await.unwrap();
-            sizes.push(batch.len());
-            batch.answer_each(drop);
-        }
-        assert!(sizes.iter().all(|&size| size <= 3), "{sizes:?}");
-        for caller in callers {
-            assert_eq!(caller.await.unwrap(), Ok(()));
-        }
-    }
-
-    #[tokio::test]
-    async fn a_request_past_its_deadline_before_it_is_claimed_is_never_applied_c12() {
-        let (queue, mut batches) = queue::<u32, u32>(4);
-        let deadline = Instant::now() + std::time::Duration::from_millis(50);
-        let late = queue.submit_by(1, deadline).await;
-        assert_eq!(late, Err(Unanswered::Late));
-
-        // The writer takes it up only now: it is left out of the batch.
-        let mut batch = batches.next().await.unwrap();
-        batch.prune();
-        assert!(batch.is_empty());
-        batch.claim();
-        assert_eq!(batch.work().count(), 0);
-    }
-
-    #[tokio::test]
-    async fn a_claimed_request_waits_for_its_batch_past_its_deadline_c12() {
-        let (queue, mut batches) = queue::<u32, u32>(4);
-        let deadline = Instant::now() + std::time::Duration::from_millis(50);
-        let caller = tokio::spawn(async move { queue.submit_by(7, deadline).await });
-        let mut batch = batches.next().await.unwrap();
-        batch.claim();
-        assert_eq!(batch.len(), 1);
-
-        tokio::time::sleep_until(deadline + std::time::Duration::from_millis(50)).await;
-        batch.answer_each(|n| n + 1);
-        assert_eq!(caller.await.unwrap(), Ok(8), "the batch's fate, not Late");
-    }
-
-    #[tokio::test]
-    async fn a_request_left_unanswered_or_refused_gets_stopped() {
-        let (queue, mut batches) = queue::<u32, u32>(4);
-        let caller = tokio::spawn({
-            let queue = queue.clone();
-            async move { queue.submit(1).await }
-        });
-        let batch = batches.next().await.unwrap();
-        batch.answer(std::iter::empty());
-        assert_eq!(caller.await.unwrap(), Err(Stopped));
-
-        batches.close();
-        assert_eq!(queue.submit(2).await, Err(Stopped));
-        assert!(batches.next().await.is_none());
     }
 }

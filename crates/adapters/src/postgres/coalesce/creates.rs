@@ -1,0 +1,115 @@
+//! Group-committed creates: one `insert … select from unnest(…)` for every
+//! create queued while the pool was busy, so a batch of k pays one round
+//! trip, one statement, one commit and one run of the tally trigger.
+//!
+//! Ids follow arrival order within a batch: the rows are inserted `order by`
+//! their position in the array, the identity column's `nextval` is taken
+//! row by row in that order, and `returning` rows (whose order PostgreSQL
+//! does not promise) are sorted before the n-th id goes to the n-th caller.
+//! Another session inserting at the same time may take ids in between;
+//! ours still rise with the position. The statement is its own transaction,
+//! so a batch is stored whole or not at all, and its callers are answered
+//! after the commit. The tally triggers of migration 0002 are per statement
+//! with transition tables: one update adding k, exact.
+//!
+//! Only key-less creates belong here: a create that carries an idempotency
+//! key needs its own statement (it must find an earlier create with the
+//! same key), and such creates are rare, so they take the single path.
+
+use items_domain::{Name, Price, RepositoryError};
+
+use super::Operation;
+use crate::postgres::pool::Lease;
+
+/// `create(name)` on the `items` table; the output is the new id.
+#[derive(Debug)]
+pub(in crate::postgres) struct ItemCreates;
+
+impl Operation for ItemCreates {
+    type Work = Name;
+    type Output = i64;
+    const LABEL: &'static str = "create_item";
+
+    async fn one(lease: &mut Lease, name: Name) -> Result<i64, RepositoryError> {
+        lease
+            .run(|connection| {
+                sqlx::query_scalar("insert into items (name) values ($1) returning id")
+                    .bind(name.as_str().as_bytes())
+                    .fetch_one(connection)
+            })
+            .await
+    }
+
+    async fn many(lease: &mut Lease, names: &[&Name]) -> Result<Vec<i64>, RepositoryError> {
+        let names: Vec<&[u8]> = names.iter().map(|name| name.as_str().as_bytes()).collect();
+        let ids: Vec<i64> = lease
+            .run(|connection| {
+                sqlx::query_scalar(
+                    "insert into items (name) \
+                     select name from unnest($1::bytea[]) with ordinality as batch (name, position) \
+                     order by position \
+                     returning id",
+                )
+                .bind(&names)
+                .fetch_all(connection)
+            })
+            .await?;
+        Ok(in_order(ids))
+    }
+}
+
+/// `create(name, price)` on the `products` table; the output is the new id.
+#[derive(Debug)]
+pub(in crate::postgres) struct ProductCreates;
+
+impl Operation for ProductCreates {
+    type Work = (Name, Price);
+    type Output = i64;
+    const LABEL: &'static str = "create_product";
+
+    async fn one(lease: &mut Lease, (name, price): (Name, Price)) -> Result<i64, RepositoryError> {
+        lease
+            .run(|connection| {
+                sqlx::query_scalar(
+                    "insert into products (name, price) values ($1, $2) returning id",
+                )
+                .bind(name.as_str().as_bytes())
+                .bind(price.get())
+                .fetch_one(connection)
+            })
+            .await
+    }
+
+    async fn many(
+        lease: &mut Lease,
+        products: &[&(Name, Price)],
+    ) -> Result<Vec<i64>, RepositoryError> {
+        let names: Vec<&[u8]> = products
+            .iter()
+            .map(|(name, _)| name.as_str().as_bytes())
+            .collect();
+        let prices: Vec<f64> = products.iter().map(|(_, price)| price.get()).collect();
+        let ids: Vec<i64> = lease
+            .run(|connection| {
+                sqlx::query_scalar(
+                    "insert into products (name, price) \
+                     select name, price \
+                     from unnest($1::bytea[], $2::float8[]) with ordinality as batch (name, price, position) \
+                     order by position \
+                     returning id",
+                )
+                .bind(&names)
+                .bind(&prices)
+                .fetch_all(connection)
+            })
+            .await?;
+        Ok(in_order(ids))
+    }
+}
+
+/// The batch's ids in the order they were taken, which is the order of
+/// the rows' positions.
+fn in_order(mut ids: Vec<i64>) -> Vec<i64> {
+    ids.sort_unstable();
+    ids
+}

@@ -1,0 +1,335 @@
+//! Coalescing: while every pooled connection is busy, requests of one kind
+//! queue, and the next connection to come free runs all of them as one
+//! statement (issue 21).
+//!
+//! Over PostgreSQL each statement costs a round trip, a parse-free but not
+//! free execution, and (for writes) a commit; a point read or a create on
+//! its own is almost nothing but those fixed costs. So a request that finds
+//! a connection free goes at once, alone, with its own statement: no timer,
+//! no added wait, and one-connection latency stays that of a single
+//! statement. Only when the pool is exhausted does a request queue (the
+//! neutral group-commit queue of [`crate::batch`]); the first to queue
+//! spawns a *drainer*, a task that waits for a connection in the pool's own
+//! queue and, once it has one, takes every request queued by then and runs
+//! them as one statement ([`Operation::many`]), answering each caller its
+//! own result. While a drainer waits, later requests join the queue it will
+//! take; once it holds a connection, the next request to queue spawns the
+//! next drainer. So at most one drainer per kind waits for a connection, a
+//! batch is exactly what arrived while all connections were busy, and
+//! under load each statement serves many requests.
+//!
+//! Fewer, fuller statements: each kind runs at most [`lanes`] statements at
+//! once (a third of the pool), however many connections are free. Where
+//! the service itself is the bottleneck (one core for the service, as in
+//! the benchmarks), connections keep coming free and a request that finds
+//! one would go alone; with lanes, the requests beyond them queue, batches
+//! fill, and each statement's fixed cost (the service's protocol work, the
+//! backend's execution, the commit) is shared by more requests: over a
+//! pool of 10 on the shared 2-core machine, 3 lanes gave 2.6 reads and 7.0
+//! creates per statement against 1.3–1.7 and 2.3 without the cap, and a
+//! fifth less CPU per read (docs/performance.md, issue 21). A lone request
+//! still goes at once.
+//!
+//! The statement budget (`DATABASE_STATEMENT_TIMEOUT_MS`, C12, `budget.rs`)
+//! holds for coalesced requests as for any other. A request alone runs on
+//! a lease whose deadline is the budget from now. A queued request's
+//! deadline is the budget from when it was asked, so its wait in the queue
+//! and for a connection counts against it. The drainer, once it holds a
+//! connection, *claims* the requests still wanted ([`Batch::claim`]): one
+//! whose caller gave up before (its future dropped: a client gone) or whose
+//! deadline passed (its caller answered 503) is left out, never run. The
+//! batch then runs under a lease whose deadline is the **earliest deadline
+//! among its claimed requests** (or the lease's own, if earlier), so no
+//! caller waits for its answer past its own budget; the price is that a
+//! batch holding a request close to its deadline may fail for all (each
+//! answered 503) where the others alone had time left. A create batch is
+//! one transaction committed through the lease only before that deadline
+//! (`creates.rs`): a batch past it answers 503 to each request and writes
+//! nothing. A batch that fails answers [`RepositoryError::Unavailable`] to
+//! every request in it, and nothing of it was written.
+
+mod creates;
+mod errors;
+mod reads;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_budget;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use items_domain::RepositoryError;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::ACQUIRE_TIMEOUT;
+use super::pool::{Lease, Pool, lease, try_lease};
+use crate::batch::{self, Batch, Batches, Queue};
+
+use errors::{fail, unanswered};
+
+pub(super) use creates::{ItemCreates, ProductCreates};
+pub(super) use reads::ItemReads;
+
+/// Requests each statement served, per operation (a histogram: one sample
+/// per statement, 1 for a request that went alone).
+pub const REQUESTS_PER_STATEMENT: &str = "database_requests_per_statement";
+/// Buckets for [`REQUESTS_PER_STATEMENT`]: powers of two up to a full batch.
+pub const REQUESTS_PER_STATEMENT_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
+
+/// The most requests one statement serves (and one queue holds): an array
+/// parameter of 1,024 ids or names is still one small message.
+pub(super) const MAX_BATCH: usize = 1024;
+
+/// Statements of one kind run at once at most: a third of the pool (at
+/// least one), so batches fill under load and the other two thirds stay
+/// for the other kinds and for listings and updates.
+pub(super) fn lanes(pool_size: u32) -> usize {
+    (pool_size as usize / 3).max(1)
+}
+
+/// One kind of request that can be coalesced: what it runs alone, and what
+/// it runs for many.
+pub(super) trait Operation: Send + Sync + 'static {
+    /// What one caller asks.
+    type Work: Send + Sync + 'static;
+    /// What one caller gets.
+    type Output: Send + 'static;
+    /// The `operation` label of [`REQUESTS_PER_STATEMENT`].
+    const LABEL: &'static str;
+
+    /// One request, alone on a free connection.
+    fn one(
+        lease: &mut Lease,
+        work: Self::Work,
+    ) -> impl Future<Output = Result<Self::Output, RepositoryError>> + Send;
+
+    /// Many requests in one statement: one output per work, in order.
+    fn many(
+        lease: &mut Lease,
+        work: &[&Self::Work],
+    ) -> impl Future<Output = Result<Vec<Self::Output>, RepositoryError>> + Send;
+}
+
+type Reply<O> = Result<<O as Operation>::Output, RepositoryError>;
+
+/// The queue of one kind of request, shared by every clone (one per store,
+/// so all of a store's repositories feed the same batches).
+pub(super) struct Coalescer<O: Operation> {
+    inner: Arc<Inner<O>>,
+}
+
+impl<O: Operation> Clone for Coalescer<O> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<O: Operation> fmt::Debug for Coalescer<O> {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter
+            .debug_struct("Coalescer")
+            .field("operation", &O::LABEL)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner<O: Operation> {
+    pool: Pool,
+    /// Statements of this kind running now ([`lanes`]).
+    lanes: Arc<Semaphore>,
+    queue: Queue<O::Work, Reply<O>>,
+    batches: Mutex<Batches<O::Work, Reply<O>>>,
+    /// A drainer is waiting for a connection: a request that queues now
+    /// will be in the batch it takes.
+    waiting: AtomicBool,
+    statements: AtomicU64,
+    requests: AtomicU64,
+    largest: AtomicU64,
+}
+
+/// What a coalescer did so far (for tests and the benchmark notes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CoalescingStats {
+    /// Statements run, alone or for a batch.
+    pub statements: u64,
+    /// Requests those statements served.
+    pub requests: u64,
+    /// The most requests one statement served.
+    pub largest: u64,
+}
+
+impl<O: Operation> Coalescer<O> {
+    /// A queue over `pool`, running at most `lanes` statements at once.
+    pub(super) fn new(pool: Pool, lanes: usize) -> Self {
+        let (queue, batches) = batch::queue(MAX_BATCH);
+        Self {
+            inner: Arc::new(Inner {
+                pool,
+                lanes: Arc::new(Semaphore::new(lanes.max(1))),
+                queue,
+                batches: Mutex::new(batches),
+                waiting: AtomicBool::new(false),
+                statements: AtomicU64::new(0),
+                requests: AtomicU64::new(0),
+                largest: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Runs `work`: at once and alone when a lane and a connection are
+    /// free, else in the batch of the next connection to come free.
+    pub(super) async fn call(&self, work: O::Work) -> Reply<O> {
+        if let Ok(_lane) = Arc::clone(&self.inner.lanes).try_acquire_owned()
+            && let Some(mut lease) = try_lease(&self.inner.pool).await?
+        {
+            self.inner.record(1);
+            return O::one(&mut lease, work).await;
+        }
+        // Queued: the budget runs from when the request was asked, so the
+        // wait for a batch counts against it (C12).
+        let budget = self.inner.pool.manager().budget;
+        let deadline = Instant::now() + budget;
+        let unanswered = |why| unanswered(why, budget);
+        let answer = self
+            .inner
+            .queue
+            .enqueue_by(work, deadline)
+            .await
+            .map_err(unanswered)?;
+        self.inner.wake();
+        answer.wait().await.map_err(unanswered)?
+    }
+
+    pub(super) fn stats(&self) -> CoalescingStats {
+        CoalescingStats {
+            statements: self.inner.statements.load(Ordering::Relaxed),
+            requests: self.inner.requests.load(Ordering::Relaxed),
+            largest: self.inner.largest.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Requests queued now, waiting for a connection.
+    #[cfg(test)]
+    pub(super) fn queued(&self) -> usize {
+        self.inner.queue.queued()
+    }
+}
+
+impl<O: Operation> Inner<O> {
+    /// Makes sure a drainer will take what was just queued: spawns one
+    /// unless one is already waiting for a connection. The request was
+    /// queued before this check and a drainer stops waiting before it takes
+    /// its batch, so either that drainer takes the request or a new one is
+    /// spawned.
+    fn wake(self: &Arc<Self>) {
+        if self
+            .waiting
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            tokio::spawn(Arc::clone(self).drain());
+        }
+    }
+
+    /// Waits for a lane and a connection, takes every request queued by
+    /// then, runs them as one statement and answers each.
+    async fn drain(self: Arc<Self>) {
+        let lane = self.lane().await;
+        let lease = match lane {
+            Ok(_) => lease(&self.pool).await,
+            Err(error) => Err(error),
+        };
+        self.waiting.store(false, Ordering::SeqCst);
+        let batch = self
+            .batches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .try_next();
+        if self.queue.queued() > 0 {
+            // More than one batch was queued: its enqueuers saw this drainer
+            // waiting and spawned none.
+            self.wake();
+        }
+        let Some(mut batch) = batch else { return };
+        let mut lease = match lease {
+            Ok(lease) => lease,
+            Err(error) => return fail(batch, error),
+        };
+        // The statement is sure to start: from here each request left waits
+        // for the batch's fate; those abandoned or late are left out.
+        batch.claim();
+        if batch.is_empty() {
+            return;
+        }
+        // No caller waits for its answer past its own deadline (C12).
+        if let Some(deadline) = batch.deadline() {
+            lease.limit(deadline);
+        }
+        self.run(&mut lease, batch).await;
+    }
+
+    /// A lane, waiting at most as long as for a connection.
+    async fn lane(&self) -> Result<OwnedSemaphorePermit, RepositoryError> {
+        match tokio::time::timeout(ACQUIRE_TIMEOUT, Arc::clone(&self.lanes).acquire_owned()).await {
+            Ok(Ok(lane)) => Ok(lane),
+            Ok(Err(closed)) => Err(RepositoryError::unavailable(closed)),
+            Err(_) => Err(RepositoryError::unavailable(
+                "no lane for a coalesced statement within the acquire timeout",
+            )),
+        }
+    }
+
+    async fn run(&self, lease: &mut Lease, batch: Batch<O::Work, Reply<O>>) {
+        self.record(batch.len());
+        let work: Vec<&O::Work> = batch.work().collect();
+        let outputs = O::many(lease, &work).await;
+        drop(work);
+        match outputs {
+            Ok(outputs) if outputs.len() == batch.len() => {
+                batch.answer(outputs.into_iter().map(Ok))
+            }
+            Ok(outputs) => fail(
+                batch,
+                RepositoryError::unavailable(format!(
+                    "a batch statement returned {} rows for its requests",
+                    outputs.len()
+                )),
+            ),
+            Err(error) => {
+                tracing::warn!(
+                    error = %error,
+                    operation = O::LABEL,
+                    requests = batch.len(),
+                    "a coalesced statement failed; each of its requests is answered unavailable"
+                );
+                fail(batch, error);
+            }
+        }
+    }
+
+    fn record(&self, requests: usize) {
+        let requests = requests as u64;
+        self.statements.fetch_add(1, Ordering::Relaxed);
+        self.requests.fetch_add(requests, Ordering::Relaxed);
+        self.largest.fetch_max(requests, Ordering::Relaxed);
+        metrics::histogram!(REQUESTS_PER_STATEMENT, "operation" => O::LABEL)
+            .record(requests as f64);
+    }
+}
+
+/// Describes the coalescing metrics to the installed recorder.
+pub fn describe_metrics() {
+    metrics::describe_histogram!(
+        REQUESTS_PER_STATEMENT,
+        "Requests one PostgreSQL statement served (1: alone; more: a coalesced batch), per operation."
+    );
+}
