@@ -114,6 +114,24 @@ async fn until_queued(store: &SqliteStore, count: usize) {
     );
 }
 
+/// `count` creates (`n0`, `n1`, …) sent while another connection holds the
+/// write lock: the first one's batch waits for the lock, and while it waits
+/// the writer takes nothing more, so the others are seen queued behind it.
+/// (Spawned all at once, the writer may take every one of them into its
+/// first batch before any is seen queued.)
+async fn creates_queued_behind_the_lock(
+    store: &SqliteStore,
+    count: usize,
+) -> Vec<tokio::task::JoinHandle<Result<Item, RepositoryError>>> {
+    let first = spawn_create(store, "n0");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let creates: Vec<_> = std::iter::once(first)
+        .chain((1..count).map(|n| spawn_create(store, &format!("n{n}"))))
+        .collect();
+    until_queued(store, count - 1).await;
+    creates
+}
+
 /// Sends a create from a task of its own.
 fn spawn_create(
     store: &SqliteStore,
@@ -164,12 +182,7 @@ async fn concurrent_creates_share_commits_and_each_gets_its_own_id_c2_c12() {
     let mut lock = hold_write_lock(&file.path()).await;
     let before = file.store.commits();
 
-    let creates: Vec<_> = (0..CREATES)
-        .map(|n| spawn_create(&file.store, &format!("n{n}")))
-        .collect();
-    // The first batch waits for the lock; the others queue behind it.
-    until_queued(&file.store, CREATES / 2).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let creates = creates_queued_behind_the_lock(&file.store, CREATES).await;
     lock.execute("COMMIT").await.unwrap();
     let mut ids = std::collections::BTreeSet::new();
     let mut answered = Vec::new();
@@ -214,10 +227,7 @@ async fn a_batch_of_creates_after_a_foreign_high_id_gets_the_ids_its_names_are_s
         .await
         .unwrap();
 
-    let creates: Vec<_> = (0..CREATES)
-        .map(|n| spawn_create(&file.store, &format!("n{n}")))
-        .collect();
-    until_queued(&file.store, CREATES / 2).await;
+    let creates = creates_queued_behind_the_lock(&file.store, CREATES).await;
     lock.execute("COMMIT").await.unwrap();
     let mut ids = std::collections::BTreeSet::new();
     for create in creates {
