@@ -114,6 +114,23 @@ async fn until_queued(store: &SqliteStore, count: usize) {
     );
 }
 
+/// Sends `count` creates (`n0`, `n1`…) while another connection holds the
+/// write lock: the first alone, which the writer takes and waits for the
+/// lock with, then the others, which queue behind it (the writer runs on a
+/// thread of its own, which may wake only after every create was queued:
+/// then it would take them all in its first batch).
+async fn creates_behind_the_lock(
+    store: &SqliteStore,
+    count: usize,
+) -> Vec<tokio::task::JoinHandle<Result<Item, RepositoryError>>> {
+    let mut creates = vec![spawn_create(store, "n0")];
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(store.queued_writes(), 0, "the writer took `n0`");
+    creates.extend((1..count).map(|n| spawn_create(store, &format!("n{n}"))));
+    until_queued(store, count - 1).await;
+    creates
+}
+
 /// Sends a create from a task of its own.
 fn spawn_create(
     store: &SqliteStore,
@@ -164,11 +181,7 @@ async fn concurrent_creates_share_commits_and_each_gets_its_own_id_c2_c12() {
     let mut lock = hold_write_lock(&file.path()).await;
     let before = file.store.commits();
 
-    let creates: Vec<_> = (0..CREATES)
-        .map(|n| spawn_create(&file.store, &format!("n{n}")))
-        .collect();
-    // The first batch waits for the lock; the others queue behind it.
-    until_queued(&file.store, CREATES / 2).await;
+    let creates = creates_behind_the_lock(&file.store, CREATES).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     lock.execute("COMMIT").await.unwrap();
     let mut ids = std::collections::BTreeSet::new();
@@ -214,10 +227,7 @@ async fn a_batch_of_creates_after_a_foreign_high_id_gets_the_ids_its_names_are_s
         .await
         .unwrap();
 
-    let creates: Vec<_> = (0..CREATES)
-        .map(|n| spawn_create(&file.store, &format!("n{n}")))
-        .collect();
-    until_queued(&file.store, CREATES / 2).await;
+    let creates = creates_behind_the_lock(&file.store, CREATES).await;
     lock.execute("COMMIT").await.unwrap();
     let mut ids = std::collections::BTreeSet::new();
     for create in creates {
