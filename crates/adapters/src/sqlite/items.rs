@@ -1,6 +1,6 @@
 //! Items in the `items` table: an item by id on the calling thread
 //! (`point_reads.rs`), listings on the reader pool, writes through the
-//! writer task.
+//! writer thread.
 
 use std::sync::Arc;
 use std::time::SystemTime;

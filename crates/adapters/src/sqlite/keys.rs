@@ -8,49 +8,52 @@ use std::time::SystemTime;
 
 use items_domain::idempotency::{PURGE_BATCH, live_since, unix_millis};
 use items_domain::{Id, IdempotencyKey, Item, Keyed, Name, Price, Product, RepositoryError};
-use sqlx::SqliteConnection;
+use rusqlite::{Connection, OptionalExtension as _, params};
 
+use super::writes::Failure;
 use crate::stored_rows::{stored_item, stored_product};
 
 /// A stored row that does not decode (a name that is not UTF-8, written by
 /// someone else): the batch fails as for any other store error.
-fn undecodable(error: RepositoryError) -> sqlx::Error {
-    sqlx::Error::Decode(Box::new(error))
+fn undecodable(error: RepositoryError) -> Failure {
+    Box::new(error)
 }
 
-/// Removes up to [`PURGE_BATCH`] expired keys of `table`, oldest first,
-/// through its `created_at` index: never a scan of the table.
-async fn purge(
-    connection: &mut SqliteConnection,
-    table: &'static str,
-    live_since: i64,
-) -> Result<(), sqlx::Error> {
-    let sql = format!(
-        "delete from {table} where key in \
-         (select key from {table} where created_at < ?1 order by created_at limit ?2)"
-    );
-    sqlx::query(&sql)
-        .bind(live_since)
-        .bind(PURGE_BATCH as i64)
-        .execute(&mut *connection)
-        .await
-        .map(drop)
+/// A stored name's bytes, whether it was written as a blob (as this service
+/// does) or as text.
+fn stored_bytes(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<Vec<u8>> {
+    Ok(row.get_ref(column)?.as_bytes()?.to_vec())
 }
+
+/// Removes up to [`PURGE_BATCH`] expired keys through the table's
+/// `created_at` index: never a scan of the table. `sql` is one of the two
+/// statements below.
+fn purge(connection: &Connection, sql: &str, live_since: i64) -> Result<(), Failure> {
+    connection
+        .prepare_cached(sql)?
+        .execute(params![live_since, PURGE_BATCH as i64])?;
+    Ok(())
+}
+
+const PURGE_ITEM_KEYS: &str = "delete from item_keys where key in \
+     (select key from item_keys where created_at < ?1 order by created_at limit ?2)";
+const PURGE_PRODUCT_KEYS: &str = "delete from product_keys where key in \
+     (select key from product_keys where created_at < ?1 order by created_at limit ?2)";
 
 /// The keyed item create of the port, inside the batch's transaction.
-pub(super) async fn create_item(
-    connection: &mut SqliteConnection,
+pub(super) fn create_item(
+    connection: &Connection,
     name: &Name,
     key: &IdempotencyKey,
     at: SystemTime,
-) -> Result<Keyed<Item>, sqlx::Error> {
+) -> Result<Keyed<Item>, Failure> {
     let live_since = live_since(at);
-    let first: Option<(i64, Vec<u8>)> =
-        sqlx::query_as("select item_id, name from item_keys where key = ?1 and created_at >= ?2")
-            .bind(key.as_str())
-            .bind(live_since)
-            .fetch_optional(&mut *connection)
-            .await?;
+    let first: Option<(i64, Vec<u8>)> = connection
+        .prepare_cached("select item_id, name from item_keys where key = ?1 and created_at >= ?2")?
+        .query_row(params![key.as_str(), live_since], |row| {
+            Ok((row.get(0)?, stored_bytes(row, 1)?))
+        })
+        .optional()?;
     if let Some((id, first_name)) = first {
         return Ok(if first_name == name.as_str().as_bytes() {
             Keyed::Replayed(stored_item((id, first_name)).map_err(undecodable)?)
@@ -58,21 +61,22 @@ pub(super) async fn create_item(
             Keyed::Mismatch
         });
     }
-    purge(connection, "item_keys", live_since).await?;
-    let id: i64 = sqlx::query_scalar("insert into items (name) values (?1) returning id")
-        .bind(name.as_str().as_bytes())
-        .fetch_one(&mut *connection)
-        .await?;
+    purge(connection, PURGE_ITEM_KEYS, live_since)?;
+    let id: i64 = connection
+        .prepare_cached("insert into items (name) values (?1) returning id")?
+        .query_row([name.as_str().as_bytes()], |row| row.get(0))?;
     // `or replace`: an expired key still here is taken over by this create.
-    sqlx::query(
-        "insert or replace into item_keys (key, created_at, item_id, name) values (?1, ?2, ?3, ?4)",
-    )
-    .bind(key.as_str())
-    .bind(unix_millis(at))
-    .bind(id)
-    .bind(name.as_str().as_bytes())
-    .execute(&mut *connection)
-    .await?;
+    connection
+        .prepare_cached(
+            "insert or replace into item_keys (key, created_at, item_id, name) \
+             values (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![
+            key.as_str(),
+            unix_millis(at),
+            id,
+            name.as_str().as_bytes()
+        ])?;
     Ok(Keyed::Created(Item {
         id: Id::new(id),
         name: name.clone(),
@@ -80,21 +84,23 @@ pub(super) async fn create_item(
 }
 
 /// The keyed product create of the port, inside the batch's transaction.
-pub(super) async fn create_product(
-    connection: &mut SqliteConnection,
+pub(super) fn create_product(
+    connection: &Connection,
     name: &Name,
     price: Price,
     key: &IdempotencyKey,
     at: SystemTime,
-) -> Result<Keyed<Product>, sqlx::Error> {
+) -> Result<Keyed<Product>, Failure> {
     let live_since = live_since(at);
-    let first: Option<(i64, Vec<u8>, f64)> = sqlx::query_as(
-        "select product_id, name, price from product_keys where key = ?1 and created_at >= ?2",
-    )
-    .bind(key.as_str())
-    .bind(live_since)
-    .fetch_optional(&mut *connection)
-    .await?;
+    let first: Option<(i64, Vec<u8>, f64)> = connection
+        .prepare_cached(
+            "select product_id, name, price from product_keys \
+             where key = ?1 and created_at >= ?2",
+        )?
+        .query_row(params![key.as_str(), live_since], |row| {
+            Ok((row.get(0)?, stored_bytes(row, 1)?, row.get(2)?))
+        })
+        .optional()?;
     if let Some((id, first_name, first_price)) = first {
         let same = first_name == name.as_str().as_bytes() && first_price == price.get();
         return Ok(if same {
@@ -103,24 +109,24 @@ pub(super) async fn create_product(
             Keyed::Mismatch
         });
     }
-    purge(connection, "product_keys", live_since).await?;
-    let id: i64 =
-        sqlx::query_scalar("insert into products (name, price) values (?1, ?2) returning id")
-            .bind(name.as_str().as_bytes())
-            .bind(price.get())
-            .fetch_one(&mut *connection)
-            .await?;
-    sqlx::query(
-        "insert or replace into product_keys (key, created_at, product_id, name, price) \
-         values (?1, ?2, ?3, ?4, ?5)",
-    )
-    .bind(key.as_str())
-    .bind(unix_millis(at))
-    .bind(id)
-    .bind(name.as_str().as_bytes())
-    .bind(price.get())
-    .execute(&mut *connection)
-    .await?;
+    purge(connection, PURGE_PRODUCT_KEYS, live_since)?;
+    let id: i64 = connection
+        .prepare_cached("insert into products (name, price) values (?1, ?2) returning id")?
+        .query_row(params![name.as_str().as_bytes(), price.get()], |row| {
+            row.get(0)
+        })?;
+    connection
+        .prepare_cached(
+            "insert or replace into product_keys (key, created_at, product_id, name, price) \
+             values (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![
+            key.as_str(),
+            unix_millis(at),
+            id,
+            name.as_str().as_bytes(),
+            price.get()
+        ])?;
     Ok(Keyed::Created(Product {
         id: Id::new(id),
         name: name.clone(),

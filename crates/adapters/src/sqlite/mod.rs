@@ -16,7 +16,7 @@
 //! SQLite lets one transaction write at a time. Rather than let connections
 //! race for the file's write lock (and fail with `SQLITE_BUSY` when a read
 //! turned into a write), every write goes to ONE writer connection, owned by
-//! one task, whose transactions begin `BEGIN IMMEDIATE` (taking the lock
+//! one thread (`writer.rs`), whose transactions begin `BEGIN IMMEDIATE` (taking the lock
 //! first, waiting up to the busy timeout for another process holding it).
 //! Reads go to read-only connections and never wait for the writer: point
 //! reads by id on the calling thread (`point_reads.rs`), the others on a
@@ -52,6 +52,7 @@ mod products;
 mod transfer;
 mod users;
 mod writer;
+mod writes;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -63,11 +64,9 @@ use items_domain::{DependencyDown, Repositories, RepositoryError};
 use parking_lot::Mutex;
 use sqlx::ConnectOptions as _;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::batch;
 use point_reads::PointReads;
@@ -96,7 +95,7 @@ pub const WRITES_PER_COMMIT_BUCKETS: &[f64] = &[
 pub fn describe_metrics() {
     metrics::describe_gauge!(
         WRITER_QUEUE_DEPTH,
-        "Writes waiting for the SQLite writer task."
+        "Writes waiting for the SQLite writer thread."
     );
     metrics::describe_histogram!(
         WRITES_PER_COMMIT,
@@ -142,7 +141,7 @@ pub enum OpenError {
     Migrate(#[from] sqlx::migrate::MigrateError),
 }
 
-/// One SQLite file: the writer task and the readers, from which the
+/// One SQLite file: the writer thread and the readers, from which the
 /// repositories are made. Clones share them.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
@@ -153,7 +152,7 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens the file at `path` (created when missing; its directory must
-    /// exist), brings its schema up to date, starts the writer task and
+    /// exist), brings its schema up to date, starts the writer thread and
     /// opens the first reader. Needs a Tokio runtime.
     ///
     /// # Errors
@@ -188,15 +187,19 @@ impl SqliteStore {
             .connect_with(options.read_only(true))
             .await
             .map_err(cannot_open)?;
+        let cannot_open_here = |source: rusqlite::Error| OpenError::Open {
+            path: path.to_owned(),
+            source: source.into(),
+        };
         let point_reads =
-            PointReads::open(path, settings.busy_timeout).map_err(|source| OpenError::Open {
-                path: path.to_owned(),
-                source: source.into(),
-            })?;
+            PointReads::open(path, settings.busy_timeout).map_err(cannot_open_here)?;
+        let writer = writer::connect(path, settings.busy_timeout).map_err(cannot_open_here)?;
+        // The writer has its own connection now; this one only migrated.
+        let _ = sqlx::Connection::close(connection).await;
         Ok(Self {
             readers,
             point_reads: Arc::new(point_reads),
-            writer: Writer::start(connection, settings.queue, settings.busy_timeout),
+            writer: Writer::start(writer, settings.queue, settings.busy_timeout),
         })
     }
 
@@ -250,9 +253,10 @@ impl SqliteStore {
         if let Some(stop) = self.writer.shared.stop.lock().take() {
             let _ = stop.send(());
         }
-        let task = self.writer.shared.task.lock().take();
-        if let Some(task) = task {
-            let _ = task.await;
+        let finished = self.writer.shared.finished.lock().take();
+        if let Some(finished) = finished {
+            // Sent, or dropped, once the thread closed the connection.
+            let _ = finished.await;
         }
     }
 }
@@ -276,7 +280,7 @@ impl items_domain::HealthCheck for SqliteStore {
     }
 }
 
-/// The repositories' way to the writer task.
+/// The repositories' way to the writer thread.
 #[derive(Debug, Clone)]
 struct Writer {
     queue: batch::Queue<Write, Reply>,
@@ -289,28 +293,37 @@ struct Writer {
 struct WriterShared {
     counters: Arc<Counters>,
     stop: Mutex<Option<oneshot::Sender<()>>>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    /// Fires when the writer's thread has closed its connection.
+    finished: Mutex<Option<oneshot::Receiver<()>>>,
 }
 
 impl Writer {
-    /// Spawns the task that owns `connection` and applies queued writes.
-    fn start(connection: SqliteConnection, capacity: usize, budget: Duration) -> Self {
+    /// Starts the thread that owns `connection` and applies queued writes.
+    fn start(connection: rusqlite::Connection, capacity: usize, budget: Duration) -> Self {
         let (queue, batches) = batch::queue(capacity);
         let (stop, stopped) = oneshot::channel();
+        let (finish, finished) = oneshot::channel();
         let counters = Arc::new(Counters::default());
-        let task = tokio::spawn(writer::run(
-            connection,
-            batches,
-            stopped,
-            Arc::clone(&counters),
-        ));
+        let runtime = tokio::runtime::Handle::current();
+        let thread_counters = Arc::clone(&counters);
+        let spawned = std::thread::Builder::new()
+            .name("sqlite-writer".into())
+            .spawn(move || {
+                writer::run(connection, batches, stopped, thread_counters, runtime);
+                let _ = finish.send(());
+            });
+        if let Err(error) = spawned {
+            // The queue's receiving end went with the closure: every write
+            // is answered unavailable, and the health check says so.
+            tracing::error!(%error, "the SQLite writer thread could not start");
+        }
         Self {
             queue,
             budget,
             shared: Arc::new(WriterShared {
                 counters,
                 stop: Mutex::new(Some(stop)),
-                task: Mutex::new(Some(task)),
+                finished: Mutex::new(Some(finished)),
             }),
         }
     }

@@ -1,5 +1,5 @@
 //! Products in the `products` table: reads on the reader pool, creates
-//! through the writer task.
+//! through the writer thread.
 
 use std::time::SystemTime;
 

@@ -1,5 +1,13 @@
-//! The writer task: the one connection that writes, applying the queued
-//! writes a batch per transaction (see [`crate::batch`]).
+//! The writer: the one connection that writes, on a thread of its own,
+//! applying the queued writes a batch per transaction (see
+//! [`crate::batch`]).
+//!
+//! The connection is rusqlite's, used on the writer's thread: the thread
+//! blocks for the next batch, runs its statements (`writes.rs`), commits and
+//! answers each caller. (Through sqlx, every statement and every returned
+//! row was a message to and from sqlx's own connection thread, on the core
+//! the HTTP worker shares: `POST /items` over SQLite rose from about 34,000
+//! to 44,000 req/s without it, docs/performance.md "SQLite".)
 //!
 //! Each batch runs between `BEGIN IMMEDIATE` and `COMMIT`. `IMMEDIATE` takes
 //! the file's write lock at the start, waiting up to the busy timeout for
@@ -22,19 +30,22 @@
 //! afterwards. Claimed writes wait for their batch, which decides for all
 //! of them ([`crate::batch`]).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use items_domain::{
     Id, IdempotencyKey, Item, Keyed, Name, Price, Product, Replaced, RepositoryError,
 };
-use sqlx::{Executor as _, SqliteConnection};
+use rusqlite::{Connection, OpenFlags};
+use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use crate::batch::{Batch, Batches};
 
 use super::WRITES_PER_COMMIT;
+use super::writes::{Failure, transaction};
 
 /// One write a repository asks for.
 #[derive(Debug)]
@@ -81,246 +92,96 @@ pub(super) struct Counters {
     pub(super) commits: AtomicU64,
 }
 
-/// Runs until the queue is closed and drained or `stop` fires; then closes
-/// the queue, answers what is still in it, and closes the connection.
-pub(super) async fn run(
-    mut connection: SqliteConnection,
+/// Opens the writer's connection, set as sqlx set the one it replaces: WAL,
+/// `synchronous=FULL` (C12), foreign keys enforced (sqlx's default), and
+/// `busy_timeout` the statement budget. Prepared statements are kept
+/// (`writes.rs`). `NO_MUTEX`: only the writer's thread uses it.
+pub(super) fn connect(path: &Path, busy_timeout: Duration) -> rusqlite::Result<Connection> {
+    let connection = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    connection.busy_timeout(busy_timeout)?;
+    // The mode SQLite answers is not needed: the file is WAL already
+    // (migrated through a WAL connection), as it was for sqlx.
+    connection
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))?;
+    connection.pragma_update(None, "foreign_keys", "ON")?;
+    connection.pragma_update(None, "synchronous", "FULL")?;
+    connection.set_prepared_statement_cache_capacity(super::writes::STATEMENT_CACHE);
+    Ok(connection)
+}
+
+/// Runs on the writer's thread until the queue is closed and drained or
+/// `stop` fires; then closes the queue, answers what is still in it, and
+/// closes the connection. `runtime` only drives the wait for the next
+/// batch (queue and stop signal are Tokio channels; no timer is used).
+pub(super) fn run(
+    connection: Connection,
     mut batches: Batches<Write, Reply>,
     mut stop: oneshot::Receiver<()>,
     counters: Arc<Counters>,
+    runtime: Handle,
 ) {
     let mut stopping = false;
     loop {
-        let batch = tokio::select! {
-            batch = batches.next() => batch,
-            _ = &mut stop, if !stopping => {
-                stopping = true;
-                batches.close();
-                continue;
+        let batch = runtime.block_on(async {
+            loop {
+                tokio::select! {
+                    batch = batches.next() => return batch,
+                    _ = &mut stop, if !stopping => {
+                        stopping = true;
+                        batches.close();
+                    }
+                }
             }
-        };
+        });
         let Some(batch) = batch else { break };
-        apply(&mut connection, batch, &counters).await;
+        apply(&connection, batch, &counters);
     }
-    let _ = sqlx::Connection::close(connection).await;
+    // Closing the last connection checkpoints the WAL into the file.
+    let _ = connection.close();
 }
 
 /// Applies one batch in one transaction and answers each of its requests;
 /// the writes abandoned before the lock was held are left out.
-async fn apply(
-    connection: &mut SqliteConnection,
-    mut batch: Batch<Write, Reply>,
-    counters: &Counters,
-) {
+fn apply(connection: &Connection, mut batch: Batch<Write, Reply>, counters: &Counters) {
     batch.prune();
     if batch.is_empty() {
         return;
     }
-    if let Err(error) = connection.execute("BEGIN IMMEDIATE").await {
-        return fail(connection, batch, error).await;
+    if let Err(error) = connection.execute_batch("BEGIN IMMEDIATE") {
+        return fail(connection, batch, error.into());
     }
     batch.claim();
     if batch.is_empty() {
-        let _ = connection.execute("ROLLBACK").await;
+        let _ = connection.execute_batch("ROLLBACK");
         return;
     }
-    match transaction(connection, batch.work()).await {
+    let committed = transaction(connection, batch.work()).and_then(|written| {
+        connection.execute_batch("COMMIT")?;
+        Ok(written)
+    });
+    match committed {
         Ok(written) => {
             counters.commits.fetch_add(1, Ordering::Relaxed);
             metrics::histogram!(WRITES_PER_COMMIT).record(batch.len() as f64);
             batch.answer(written.into_iter().map(Ok));
         }
-        Err(error) => fail(connection, batch, error).await,
+        Err(error) => fail(connection, batch, error),
     }
 }
 
 /// Rolls back what the batch wrote and answers each of its requests 503.
-async fn fail(connection: &mut SqliteConnection, batch: Batch<Write, Reply>, error: sqlx::Error) {
+fn fail(connection: &Connection, batch: Batch<Write, Reply>, error: Failure) {
     // Ends the transaction if the failure left it open; without one SQLite
     // says so, which changes nothing.
-    let _ = connection.execute("ROLLBACK").await;
+    let _ = connection.execute_batch("ROLLBACK");
     tracing::error!(
         error = %error,
         writes = batch.len(),
         "a SQLite write batch failed; none of it was stored"
     );
-    let cause = Arc::new(error);
+    let cause: Arc<dyn std::error::Error + Send + Sync> = Arc::from(error);
     batch.answer_each(|_| Err(RepositoryError::unavailable(Arc::clone(&cause))));
-}
-
-/// Every write, then `COMMIT`, in the transaction `BEGIN IMMEDIATE` opened;
-/// the first failure stops it.
-async fn transaction<'a>(
-    connection: &mut SqliteConnection,
-    writes: impl Iterator<Item = &'a Write>,
-) -> Result<Vec<Written>, sqlx::Error> {
-    let writes: Vec<&Write> = writes.collect();
-    let mut written = Vec::with_capacity(writes.len());
-    let mut rest = writes.as_slice();
-    while let Some((first, _)) = rest.split_first() {
-        // A run of item creates is one statement: each statement is a hand-off
-        // to sqlx's connection thread, the cost that bounds POST /items.
-        let run = rest
-            .iter()
-            .take(MAX_ROWS_PER_INSERT)
-            .take_while(|write| matches!(write, Write::CreateItem(_)))
-            .count();
-        if run > 1 {
-            let names = rest[..run].iter().filter_map(|write| match write {
-                Write::CreateItem(name) => Some(name),
-                _ => None,
-            });
-            written.extend(create_items(connection, names.collect()).await?);
-            rest = &rest[run..];
-        } else {
-            written.push(one(connection, first).await?);
-            rest = &rest[1..];
-        }
-    }
-    connection.execute("COMMIT").await?;
-    Ok(written)
-}
-
-/// Rows in one multi-row `insert`, well below SQLite's 32,766 parameters.
-const MAX_ROWS_PER_INSERT: usize = 500;
-
-/// Creates `names` in one statement, in their order. The batch holds the
-/// file's write lock (`BEGIN IMMEDIATE`), so `AUTOINCREMENT` hands the rows
-/// consecutive ids in the order of the `values`; SQLite does not promise
-/// the order of `returning` rows, so the ids are sorted before they are
-/// matched to the names.
-async fn create_items(
-    connection: &mut SqliteConnection,
-    names: Vec<&Name>,
-) -> Result<Vec<Written>, sqlx::Error> {
-    let mut sql = String::from("insert into items (name) values ");
-    for index in 1..=names.len() {
-        if index > 1 {
-            sql.push(',');
-        }
-        sql.push_str("(?");
-        sql.push_str(itoa::Buffer::new().format(index));
-        sql.push(')');
-    }
-    sql.push_str(" returning id");
-    let mut query = sqlx::query_scalar::<_, i64>(&sql);
-    for name in &names {
-        query = query.bind(name.as_str().as_bytes());
-    }
-    let mut ids = query.fetch_all(&mut *connection).await?;
-    if ids.len() != names.len() {
-        return Err(sqlx::Error::Protocol(format!(
-            "{} rows inserted returned {} ids",
-            names.len(),
-            ids.len()
-        )));
-    }
-    ids.sort_unstable();
-    Ok(ids
-        .into_iter()
-        .zip(names)
-        .map(|(id, name)| {
-            Written::Item(Item {
-                id: Id::new(id),
-                name: name.clone(),
-            })
-        })
-        .collect())
-}
-
-/// One write, inside the batch's transaction.
-async fn one(connection: &mut SqliteConnection, write: &Write) -> Result<Written, sqlx::Error> {
-    Ok(match write {
-        Write::CreateItem(name) => {
-            let id: i64 = sqlx::query_scalar("insert into items (name) values (?1) returning id")
-                .bind(name.as_str().as_bytes())
-                .fetch_one(&mut *connection)
-                .await?;
-            Written::Item(Item {
-                id: Id::new(id),
-                name: name.clone(),
-            })
-        }
-        Write::CreateItemKeyed { name, key, at } => {
-            Written::KeyedItem(super::keys::create_item(connection, name, key, *at).await?)
-        }
-        Write::CreateProductKeyed {
-            name,
-            price,
-            key,
-            at,
-        } => Written::KeyedProduct(
-            super::keys::create_product(connection, name, *price, key, *at).await?,
-        ),
-        Write::ReplaceItem { item, expected } => {
-            Written::Replaced(replace(connection, item, expected.as_ref()).await?)
-        }
-        Write::DeleteItem(id) => {
-            let deleted = sqlx::query("delete from items where id = ?1")
-                .bind(id.get())
-                .execute(&mut *connection)
-                .await?
-                .rows_affected();
-            Written::Deleted(deleted > 0)
-        }
-        Write::CreateProduct(name, price) => {
-            let id: i64 = sqlx::query_scalar(
-                "insert into products (name, price) values (?1, ?2) returning id",
-            )
-            .bind(name.as_str().as_bytes())
-            .bind(price.get())
-            .fetch_one(&mut *connection)
-            .await?;
-            Written::Product(Product {
-                id: Id::new(id),
-                name: name.clone(),
-                price: *price,
-            })
-        }
-    })
-}
-
-/// A compare-and-swap in one statement: with `expected`, the `where` clause
-/// writes only over that name. When nothing changed, the same transaction
-/// tells a missing item from a changed one.
-async fn replace(
-    connection: &mut SqliteConnection,
-    item: &Item,
-    expected: Option<&Name>,
-) -> Result<Replaced, sqlx::Error> {
-    let id = item.id.get();
-    let new = item.name.as_str().as_bytes();
-    let updated = match expected {
-        None => {
-            sqlx::query("update items set name = ?2 where id = ?1")
-                .bind(id)
-                .bind(new)
-                .execute(&mut *connection)
-                .await?
-        }
-        Some(expected) => {
-            sqlx::query("update items set name = ?2 where id = ?1 and name = ?3")
-                .bind(id)
-                .bind(new)
-                .bind(expected.as_str().as_bytes())
-                .execute(&mut *connection)
-                .await?
-        }
-    }
-    .rows_affected();
-    if updated > 0 {
-        return Ok(Replaced::Yes);
-    }
-    if expected.is_none() {
-        return Ok(Replaced::NotFound);
-    }
-    let exists: bool = sqlx::query_scalar("select exists (select 1 from items where id = ?1)")
-        .bind(id)
-        .fetch_one(&mut *connection)
-        .await?;
-    Ok(if exists {
-        Replaced::Changed
-    } else {
-        Replaced::NotFound
-    })
 }

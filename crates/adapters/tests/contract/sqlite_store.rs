@@ -114,20 +114,19 @@ async fn until_queued(store: &SqliteStore, count: usize) {
     );
 }
 
-/// `count` creates (`n0`, `n1`, …) sent while another connection holds the
-/// write lock: the first one's batch waits for the lock, and while it waits
-/// the writer takes nothing more, so the others are seen queued behind it.
-/// (Spawned all at once, the writer may take every one of them into its
-/// first batch before any is seen queued.)
-async fn creates_queued_behind_the_lock(
+/// Sends `count` creates (`n0`, `n1`…) while another connection holds the
+/// write lock: the first alone, which the writer takes and waits for the
+/// lock with, then the others, which queue behind it (the writer runs on a
+/// thread of its own, which may wake only after every create was queued:
+/// then it would take them all in its first batch).
+async fn creates_behind_the_lock(
     store: &SqliteStore,
     count: usize,
 ) -> Vec<tokio::task::JoinHandle<Result<Item, RepositoryError>>> {
-    let first = spawn_create(store, "n0");
+    let mut creates = vec![spawn_create(store, "n0")];
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let creates: Vec<_> = std::iter::once(first)
-        .chain((1..count).map(|n| spawn_create(store, &format!("n{n}"))))
-        .collect();
+    assert_eq!(store.queued_writes(), 0, "the writer took `n0`");
+    creates.extend((1..count).map(|n| spawn_create(store, &format!("n{n}"))));
     until_queued(store, count - 1).await;
     creates
 }
@@ -182,7 +181,8 @@ async fn concurrent_creates_share_commits_and_each_gets_its_own_id_c2_c12() {
     let mut lock = hold_write_lock(&file.path()).await;
     let before = file.store.commits();
 
-    let creates = creates_queued_behind_the_lock(&file.store, CREATES).await;
+    let creates = creates_behind_the_lock(&file.store, CREATES).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
     lock.execute("COMMIT").await.unwrap();
     let mut ids = std::collections::BTreeSet::new();
     let mut answered = Vec::new();
@@ -227,7 +227,7 @@ async fn a_batch_of_creates_after_a_foreign_high_id_gets_the_ids_its_names_are_s
         .await
         .unwrap();
 
-    let creates = creates_queued_behind_the_lock(&file.store, CREATES).await;
+    let creates = creates_behind_the_lock(&file.store, CREATES).await;
     lock.execute("COMMIT").await.unwrap();
     let mut ids = std::collections::BTreeSet::new();
     for create in creates {
