@@ -7,9 +7,12 @@
 //! row by row in that order, and `returning` rows (whose order PostgreSQL
 //! does not promise) are sorted before the n-th id goes to the n-th caller.
 //! Another session inserting at the same time may take ids in between;
-//! ours still rise with the position. The statement is its own transaction,
-//! so a batch is stored whole or not at all, and its callers are answered
-//! after the commit. The tally triggers of migration 0002 are per statement
+//! ours still rise with the position. Every create, alone or in a batch,
+//! runs between `begin` and a `commit` the lease sends only before its
+//! deadline (C12: a create answered 503 is never committed afterwards, as
+//! an autocommitted insert held up by a stalled server could be), so a
+//! batch is stored whole or not at all, and its callers are answered after
+//! the commit. The tally triggers of migration 0002 are per statement
 //! with transition tables: one update adding k, exact.
 //!
 //! Only key-less creates belong here: a create that carries an idempotency
@@ -31,17 +34,21 @@ impl Operation for ItemCreates {
     const LABEL: &'static str = "create_item";
 
     async fn one(lease: &mut Lease, name: Name) -> Result<i64, RepositoryError> {
-        lease
+        lease.begin("begin").await?;
+        let created = lease
             .run(|connection| {
                 sqlx::query_scalar("insert into items (name) values ($1) returning id")
                     .bind(name.as_str().as_bytes())
                     .fetch_one(connection)
             })
-            .await
+            .await?;
+        lease.commit().await?;
+        Ok(created)
     }
 
     async fn many(lease: &mut Lease, names: &[&Name]) -> Result<Vec<i64>, RepositoryError> {
         let names: Vec<&[u8]> = names.iter().map(|name| name.as_str().as_bytes()).collect();
+        lease.begin("begin").await?;
         let ids: Vec<i64> = lease
             .run(|connection| {
                 sqlx::query_scalar(
@@ -54,6 +61,7 @@ impl Operation for ItemCreates {
                 .fetch_all(connection)
             })
             .await?;
+        lease.commit().await?;
         Ok(in_order(ids))
     }
 }
@@ -68,7 +76,8 @@ impl Operation for ProductCreates {
     const LABEL: &'static str = "create_product";
 
     async fn one(lease: &mut Lease, (name, price): (Name, Price)) -> Result<i64, RepositoryError> {
-        lease
+        lease.begin("begin").await?;
+        let created = lease
             .run(|connection| {
                 sqlx::query_scalar(
                     "insert into products (name, price) values ($1, $2) returning id",
@@ -77,7 +86,9 @@ impl Operation for ProductCreates {
                 .bind(price.get())
                 .fetch_one(connection)
             })
-            .await
+            .await?;
+        lease.commit().await?;
+        Ok(created)
     }
 
     async fn many(
@@ -89,6 +100,7 @@ impl Operation for ProductCreates {
             .map(|(name, _)| name.as_str().as_bytes())
             .collect();
         let prices: Vec<f64> = products.iter().map(|(_, price)| price.get()).collect();
+        lease.begin("begin").await?;
         let ids: Vec<i64> = lease
             .run(|connection| {
                 sqlx::query_scalar(
@@ -103,6 +115,7 @@ impl Operation for ProductCreates {
                 .fetch_all(connection)
             })
             .await?;
+        lease.commit().await?;
         Ok(in_order(ids))
     }
 }
