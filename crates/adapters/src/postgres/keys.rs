@@ -109,15 +109,6 @@ async fn first_product(
     row.map(stored_product).transpose()
 }
 
-/// A live key's row: replayed when `same`, else a mismatch.
-fn answer<T>(first: T, same: impl FnOnce(&T) -> bool) -> Keyed<T> {
-    if same(&first) {
-        Keyed::Replayed(first)
-    } else {
-        Keyed::Mismatch
-    }
-}
-
 /// The claim found a live key, but the lookup after it did not: only a key
 /// purged in between (by an instance whose clock is a day ahead) can cause it.
 fn vanished() -> RepositoryError {
@@ -134,7 +125,7 @@ pub(super) async fn create_item(
     let same = |first: &Item| first.name == name;
     let mut connection = lease(pool).await?;
     if let Some(first) = first_item(&mut connection, key, live_since).await? {
-        return Ok(answer(first, same));
+        return Ok(Keyed::of_live_key(first, same));
     }
     connection.begin("begin").await?;
     let created: Option<i64> = connection
@@ -158,7 +149,9 @@ pub(super) async fn create_item(
     let first = first_item(&mut connection, key, live_since).await?;
     // Only the purge was written; committed within the budget like it.
     connection.commit().await?;
-    first.map(|first| answer(first, same)).ok_or_else(vanished)
+    first
+        .map(|first| Keyed::of_live_key(first, same))
+        .ok_or_else(vanished)
 }
 
 pub(super) async fn create_product(
@@ -172,7 +165,7 @@ pub(super) async fn create_product(
     let same = |first: &Product| first.name == name && first.price == price;
     let mut connection = lease(pool).await?;
     if let Some(first) = first_product(&mut connection, key, live_since).await? {
-        return Ok(answer(first, same));
+        return Ok(Keyed::of_live_key(first, same));
     }
     connection.begin("begin").await?;
     let created: Option<i64> = connection
@@ -198,5 +191,7 @@ pub(super) async fn create_product(
     let first = first_product(&mut connection, key, live_since).await?;
     // Only the purge was written; committed within the budget like it.
     connection.commit().await?;
-    first.map(|first| answer(first, same)).ok_or_else(vanished)
+    first
+        .map(|first| Keyed::of_live_key(first, same))
+        .ok_or_else(vanished)
 }

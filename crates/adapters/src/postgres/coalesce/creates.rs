@@ -7,12 +7,9 @@
 //! row by row in that order, and `returning` rows (whose order PostgreSQL
 //! does not promise) are sorted before the n-th id goes to the n-th caller.
 //! Another session inserting at the same time may take ids in between;
-//! ours still rise with the position. Every create, alone or in a batch,
-//! runs between `begin` and a `commit` the lease sends only before its
-//! deadline (C12: a create answered 503 is never committed afterwards, as
-//! an autocommitted insert held up by a stalled server could be), so a
-//! batch is stored whole or not at all, and its callers are answered after
-//! the commit. The tally triggers of migration 0002 are per statement
+//! ours still rise with the position. The statement is its own transaction,
+//! so a batch is stored whole or not at all, and its callers are answered
+//! after the commit. The tally triggers of migration 0002 are per statement
 //! with transition tables: one update adding k, exact.
 //!
 //! Only key-less creates belong here: a create that carries an idempotency
@@ -34,21 +31,17 @@ impl Operation for ItemCreates {
     const LABEL: &'static str = "create_item";
 
     async fn one(lease: &mut Lease, name: Name) -> Result<i64, RepositoryError> {
-        lease.begin("begin").await?;
-        let created = lease
+        lease
             .run(|connection| {
                 sqlx::query_scalar("insert into items (name) values ($1) returning id")
                     .bind(name.as_str().as_bytes())
                     .fetch_one(connection)
             })
-            .await?;
-        lease.commit().await?;
-        Ok(created)
+            .await
     }
 
     async fn many(lease: &mut Lease, names: &[&Name]) -> Result<Vec<i64>, RepositoryError> {
         let names: Vec<&[u8]> = names.iter().map(|name| name.as_str().as_bytes()).collect();
-        lease.begin("begin").await?;
         let ids: Vec<i64> = lease
             .run(|connection| {
                 sqlx::query_scalar(
@@ -61,7 +54,6 @@ impl Operation for ItemCreates {
                 .fetch_all(connection)
             })
             .await?;
-        lease.commit().await?;
         Ok(in_order(ids))
     }
 }
@@ -76,8 +68,7 @@ impl Operation for ProductCreates {
     const LABEL: &'static str = "create_product";
 
     async fn one(lease: &mut Lease, (name, price): (Name, Price)) -> Result<i64, RepositoryError> {
-        lease.begin("begin").await?;
-        let created = lease
+        lease
             .run(|connection| {
                 sqlx::query_scalar(
                     "insert into products (name, price) values ($1, $2) returning id",
@@ -86,9 +77,7 @@ impl Operation for ProductCreates {
                 .bind(price.get())
                 .fetch_one(connection)
             })
-            .await?;
-        lease.commit().await?;
-        Ok(created)
+            .await
     }
 
     async fn many(
@@ -100,7 +89,6 @@ impl Operation for ProductCreates {
             .map(|(name, _)| name.as_str().as_bytes())
             .collect();
         let prices: Vec<f64> = products.iter().map(|(_, price)| price.get()).collect();
-        lease.begin("begin").await?;
         let ids: Vec<i64> = lease
             .run(|connection| {
                 sqlx::query_scalar(
@@ -115,7 +103,6 @@ impl Operation for ProductCreates {
                 .fetch_all(connection)
             })
             .await?;
-        lease.commit().await?;
         Ok(in_order(ids))
     }
 }
