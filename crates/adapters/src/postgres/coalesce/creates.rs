@@ -7,9 +7,11 @@
 //! row by row in that order, and `returning` rows (whose order PostgreSQL
 //! does not promise) are sorted before the n-th id goes to the n-th caller.
 //! Another session inserting at the same time may take ids in between;
-//! ours still rise with the position. The statement is its own transaction,
-//! so a batch is stored whole or not at all, and its callers are answered
-//! after the commit. The tally triggers of migration 0002 are per statement
+//! ours still rise with the position. Creates are writes
+//! ([`Operation::WRITES`]): the coalescer runs each statement, alone or
+//! batched, between `begin` and a `commit` the lease sends only before its
+//! deadline, so a batch is stored whole or not at all, never after a 503,
+//! and its callers are answered after the commit. The tally triggers of migration 0002 are per statement
 //! with transition tables: one update adding k, exact.
 //!
 //! Only key-less creates belong here: a create that carries an idempotency
@@ -29,6 +31,7 @@ impl Operation for ItemCreates {
     type Work = Name;
     type Output = i64;
     const LABEL: &'static str = "create_item";
+    const WRITES: bool = true;
 
     async fn one(lease: &mut Lease, name: Name) -> Result<i64, RepositoryError> {
         lease
@@ -66,6 +69,7 @@ impl Operation for ProductCreates {
     type Work = (Name, Price);
     type Output = i64;
     const LABEL: &'static str = "create_product";
+    const WRITES: bool = true;
 
     async fn one(lease: &mut Lease, (name, price): (Name, Price)) -> Result<i64, RepositoryError> {
         lease

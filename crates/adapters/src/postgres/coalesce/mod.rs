@@ -102,6 +102,11 @@ pub(super) trait Operation: Send + Sync + 'static {
     type Output: Send + 'static;
     /// The `operation` label of [`REQUESTS_PER_STATEMENT`].
     const LABEL: &'static str;
+    /// Whether the statement writes: it then runs in a transaction committed
+    /// only before the lease's deadline (C12), so a request answered 503 is
+    /// never committed afterwards, as an autocommitted statement held up by
+    /// a stalled server could be.
+    const WRITES: bool = false;
 
     /// One request, alone on a free connection.
     fn one(
@@ -117,6 +122,41 @@ pub(super) trait Operation: Send + Sync + 'static {
 }
 
 type Reply<O> = Result<<O as Operation>::Output, RepositoryError>;
+
+/// Opens the transaction a writing operation runs in ([`Operation::WRITES`]).
+async fn begin<O: Operation>(lease: &mut Lease) -> Result<(), RepositoryError> {
+    if O::WRITES {
+        lease.begin("begin").await?;
+    }
+    Ok(())
+}
+
+/// Commits a writing operation's transaction, only before the deadline.
+async fn commit<O: Operation>(lease: &mut Lease) -> Result<(), RepositoryError> {
+    if O::WRITES {
+        lease.commit().await?;
+    }
+    Ok(())
+}
+
+/// One request alone, in a transaction when `O` writes.
+async fn one<O: Operation>(lease: &mut Lease, work: O::Work) -> Reply<O> {
+    begin::<O>(lease).await?;
+    let output = O::one(lease, work).await?;
+    commit::<O>(lease).await?;
+    Ok(output)
+}
+
+/// A batch as one statement, in a transaction when `O` writes.
+async fn many<O: Operation>(
+    lease: &mut Lease,
+    work: &[&O::Work],
+) -> Result<Vec<O::Output>, RepositoryError> {
+    begin::<O>(lease).await?;
+    let outputs = O::many(lease, work).await?;
+    commit::<O>(lease).await?;
+    Ok(outputs)
+}
 
 /// The queue of one kind of request, shared by every clone (one per store,
 /// so all of a store's repositories feed the same batches).
@@ -192,7 +232,7 @@ impl<O: Operation> Coalescer<O> {
             && let Some(mut lease) = try_lease(&self.inner.pool).await?
         {
             self.inner.record(1);
-            return O::one(&mut lease, work).await;
+            return one::<O>(&mut lease, work).await;
         }
         // Queued: the budget runs from when the request was asked, so the
         // wait for a batch counts against it (C12).
@@ -291,7 +331,7 @@ impl<O: Operation> Inner<O> {
     async fn run(&self, lease: &mut Lease, batch: Batch<O::Work, Reply<O>>) {
         self.record(batch.len());
         let work: Vec<&O::Work> = batch.work().collect();
-        let outputs = O::many(lease, &work).await;
+        let outputs = many::<O>(lease, &work).await;
         drop(work);
         match outputs {
             Ok(outputs) if outputs.len() == batch.len() => {
