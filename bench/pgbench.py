@@ -7,9 +7,12 @@ past it.
 The service gets HTTP_CONNECTIONS (default 32) wrk connections against a
 pool of PGBENCH_POOL (default 10); pgbench runs the per-request statement
 with `-M prepared` at each of PGBENCH_CLIENTS (default 10 and 32) clients,
-and the service is compared with the better of them. They are measured in
-interleaved rounds (service, pgbench -c10, pgbench -c32, the order rotating)
-so that load from elsewhere on the machine falls on all. The service runs on
+and the service is compared with the better of them. The same load on the
+service over its in-memory store is the harness's ceiling: what the service
+would serve if the database cost nothing (a target above it is out of reach
+of any store on the machine). They are measured in interleaved rounds
+(service, in-memory, pgbench -c10, pgbench -c32, the order rotating) so
+that load from elsewhere on the machine falls on all. The service runs on
 core 0 with one worker, the client (wrk or pgbench) on core 1, PostgreSQL
 where the scheduler puts it, as in bench/postgres.py. Then one connection:
 the service's p50 over `wrk -c1` and pgbench's average latency at `-c1`.
@@ -182,6 +185,23 @@ def service_run(url, script, args, operation, connections=HTTP_CONNECTIONS):
             "batch": batch, **meter.stop(requests, client)}
 
 
+def memory_run(script, args, size):
+    """The same load on the service over its in-memory store, preloaded with
+    the same ids: the harness's ceiling. wrk, the service's HTTP work and
+    the cores are those of the PostgreSQL run, but no database costs
+    anything, so no store, coalesced or not, can make the service faster
+    than this; a target above this rate (as a ratio to pgbench) is out of
+    reach of every store on this machine and harness."""
+    server = run.Server("memory", SERVICE, dict(SERVICE_ENV))
+    try:
+        if script != "post.lua":
+            run.preload(server, size)
+        result = run.wrk(server, "/", script, args, seconds=SECONDS, connections=HTTP_CONNECTIONS)
+    finally:
+        server.stop()
+    return {"rps": result["rps"], "service_us": result["cpu_us"]}
+
+
 def pgbench_run(url, statement, clients):
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as file:
         file.write(statement)
@@ -217,12 +237,15 @@ def rounds(url, script, args, operation, statement):
     order rotates so that no side always runs first."""
     results = []
     for index in range(PAIRS):
-        runs = [("service", None)] + [("pgbench", clients) for clients in CLIENTS]
+        runs = ([("service", None), ("memory", None)]
+                + [("pgbench", clients) for clients in CLIENTS])
         shift = index % len(runs)
         measured = {}
         for kind, clients in runs[shift:] + runs[:shift]:
             if kind == "service":
                 measured["service"] = service_run(url, script, args, operation)
+            elif kind == "memory":
+                measured["memory"] = memory_run(script, args, ITEMS)
             else:
                 measured[clients] = pgbench_run(url, statement, clients)
         best = max(CLIENTS, key=lambda clients: measured[clients]["rps"])
@@ -230,7 +253,11 @@ def rounds(url, script, args, operation, statement):
         print(f"  service c{HTTP_CONNECTIONS} {describe(service)}", flush=True)
         for clients in CLIENTS:
             print(f"  pgbench c{clients} {describe(measured[clients])}", flush=True)
-        print(f"  ratio to the better pgbench (c{best}) {service['rps'] / measured[best]['rps']:.2f}", flush=True)
+        memory = measured["memory"]
+        print(f"  in-memory ceiling {memory['rps']:,.0f}/s, µs/req service {memory['service_us']:.1f}",
+              flush=True)
+        print(f"  ratio to the better pgbench (c{best}) {service['rps'] / measured[best]['rps']:.2f}"
+              f" (ceiling {memory['rps'] / measured[best]['rps']:.2f})", flush=True)
         results.append((service, measured[best], measured))
     return results
 
@@ -265,6 +292,7 @@ def ratio_rows(url, size):
         print(f"{label} ({PAIRS} rounds of {SECONDS} s)", flush=True)
         results = rounds(url, script, args, operation, statement)
         ratios = sorted(service["rps"] / bench["rps"] for service, bench, _ in results)
+        ceilings = sorted(m["memory"]["rps"] / bench["rps"] for _, bench, m in results)
         services = [service for service, _, _ in results]
         benches = [bench for _, bench, _ in results]
         per_clients = ", ".join(
@@ -280,6 +308,8 @@ def ratio_rows(url, size):
             f"{median(services, 'rps'):,.0f} vs {median(benches, 'rps'):,.0f} req/s "
             f"(pgbench {per_clients}): "
             f"**{statistics.median(ratios):.2f}** (rounds {ratios[0]:.2f}–{ratios[-1]:.2f}); "
+            f"in-memory ceiling {statistics.median(ceilings):.2f} of pgbench "
+            f"({statistics.median(m['memory']['rps'] for _, _, m in results):,.0f} req/s); "
             f"requests/statement {batch}; "
             f"CPU µs/req: service {service:.1f} + backends {backends:.1f} + wrk {wrk:.1f} "
             f"vs backends {database:.1f} + pgbench {client:.1f}; "
