@@ -180,10 +180,11 @@ impl PostgresStore {
             .max_size(settings.pool_size as usize)
             .build()
             .expect("a pool without timeouts needs no runtime");
+        let lanes = coalesce::lanes(settings.pool_size);
         Ok(Self {
-            item_reads: Coalescer::new(pool.clone(), coalesce::lanes(settings.pool_size)),
-            item_creates: Coalescer::new(pool.clone(), coalesce::lanes(settings.pool_size)),
-            product_creates: Coalescer::new(pool.clone(), coalesce::lanes(settings.pool_size)),
+            item_reads: Coalescer::new(pool.clone(), lanes),
+            item_creates: Coalescer::new(pool.clone(), lanes),
+            product_creates: Coalescer::new(pool.clone(), lanes),
             pool,
         })
     }

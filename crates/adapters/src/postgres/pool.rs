@@ -27,6 +27,7 @@ use sqlx::{Connection as _, Executor as _, PgConnection};
 use tokio::time::Instant;
 
 use super::{ACQUIRE_TIMEOUT, unavailable};
+use crate::budget::over_budget;
 
 /// The pool: at most `DATABASE_POOL_SIZE` connections, opened on demand.
 pub(super) type Pool = managed::Pool<Manager>;
@@ -106,20 +107,9 @@ pub(super) struct Lease {
 /// [`ACQUIRE_TIMEOUT`] if the budget is longer, so a database that is down
 /// is reported as fast with a long budget as with a short one.
 pub(super) async fn lease(pool: &Pool) -> Result<Lease, RepositoryError> {
-    let budget = pool.manager().budget;
-    let deadline = Instant::now() + budget;
-    let wait = ACQUIRE_TIMEOUT.min(budget);
-    match tokio::time::timeout(wait, pool.get()).await {
-        Ok(Ok(connection)) => Ok(Lease {
-            connection: Some(connection),
-            budget,
-            deadline,
-            expired: false,
-        }),
-        Ok(Err(error)) => Err(RepositoryError::unavailable(error)),
-        Err(_) if wait == budget => Err(over_budget(budget)),
-        Err(_) => Err(unavailable(sqlx::Error::PoolTimedOut)),
-    }
+    lease_from(pool, pool.get())
+        .await?
+        .map_err(RepositoryError::unavailable)
 }
 
 /// A connection from `pool` if one is free now (idle, or not yet opened),
@@ -134,28 +124,35 @@ pub(super) async fn try_lease(pool: &Pool) -> Result<Option<Lease>, RepositoryEr
         create: None,
         recycle: None,
     };
+    match lease_from(pool, pool.timeout_get(&NOW)).await? {
+        Ok(lease) => Ok(Some(lease)),
+        Err(PoolError::Timeout(TimeoutType::Wait)) => Ok(None),
+        Err(error) => Err(RepositoryError::unavailable(error)),
+    }
+}
+
+/// The lease of the connection `get` gives, its deadline the budget from
+/// now; waiting (opening a connection included) counts against the budget
+/// and is cut at [`ACQUIRE_TIMEOUT`]. The pool's own error is the caller's
+/// to judge ([`try_lease`] takes "none free" for an answer).
+async fn lease_from(
+    pool: &Pool,
+    get: impl Future<Output = Result<Object<Manager>, PoolError<sqlx::Error>>>,
+) -> Result<Result<Lease, PoolError<sqlx::Error>>, RepositoryError> {
     let budget = pool.manager().budget;
     let deadline = Instant::now() + budget;
-    // Opening a connection still counts against the budget.
     let wait = ACQUIRE_TIMEOUT.min(budget);
-    match tokio::time::timeout(wait, pool.timeout_get(&NOW)).await {
-        Ok(Ok(connection)) => Ok(Some(Lease {
+    match tokio::time::timeout(wait, get).await {
+        Ok(Ok(connection)) => Ok(Ok(Lease {
             connection: Some(connection),
             budget,
             deadline,
             expired: false,
         })),
-        Ok(Err(PoolError::Timeout(TimeoutType::Wait))) => Ok(None),
-        Ok(Err(error)) => Err(RepositoryError::unavailable(error)),
+        Ok(Err(error)) => Ok(Err(error)),
         Err(_) if wait == budget => Err(over_budget(budget)),
         Err(_) => Err(unavailable(sqlx::Error::PoolTimedOut)),
     }
-}
-
-/// The cause the HTTP adapter logs with its warning (naming the budget and
-/// the setting) and answers 503 with `Retry-After` for.
-fn over_budget(budget: Duration) -> RepositoryError {
-    crate::budget::over_budget(budget)
 }
 
 impl Lease {

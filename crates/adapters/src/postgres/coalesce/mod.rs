@@ -19,16 +19,23 @@
 //! under load each statement serves many requests.
 //!
 //! Fewer, fuller statements: each kind runs at most [`lanes`] statements at
-//! once (a third of the pool), however many connections are free. Where
-//! the service itself is the bottleneck (one core for the service, as in
+//! once, however many connections are free. Where the service itself is the bottleneck (one core for the service, as in
 //! the benchmarks), connections keep coming free and a request that finds
 //! one would go alone; with lanes, the requests beyond them queue, batches
 //! fill, and each statement's fixed cost (the service's protocol work, the
 //! backend's execution, the commit) is shared by more requests: over a
 //! pool of 10 on the shared 2-core machine, 3 lanes gave 2.6 reads and 7.0
 //! creates per statement against 1.3–1.7 and 2.3 without the cap, and a
-//! fifth less CPU per read (docs/performance.md, issue 21). A lone request
-//! still goes at once.
+//! fifth less CPU per read (docs/performance.md, issue 21). Fewer still is
+//! better: one lane per ten connections (one on a pool of 10) gave, at
+//! `wrk -c32` on the same machine, 12–16k reads/s at 13–23 µs of the
+//! service's CPU each against 10–11k at 25–27 µs with three lanes, and
+//! 13–21k creates/s at 20–22 µs against 11–14k at 26–29 µs (a batch
+//! waits for its commit's flush either way; on a slow disk the two were
+//! level); in `bench/pgbench.py` on a quiet machine, creates went from
+//! 1.77× pgbench's rate with three lanes to 2.27–2.30× with one, and reads
+//! stayed level (0.71× against 0.61–0.74×). A lone request still goes at
+//! once, so one client's latency is unchanged.
 //!
 //! The statement budget (`DATABASE_STATEMENT_TIMEOUT_MS`, C12, `budget.rs`)
 //! holds for coalesced requests as for any other. A request alone runs on
@@ -86,11 +93,11 @@ pub const REQUESTS_PER_STATEMENT_BUCKETS: &[f64] = &[
 /// parameter of 1,024 ids or names is still one small message.
 pub(super) const MAX_BATCH: usize = 1024;
 
-/// Statements of one kind run at once at most: a third of the pool (at
-/// least one), so batches fill under load and the other two thirds stay
-/// for the other kinds and for listings and updates.
+/// Statements of one kind run at once at most: one per ten connections of
+/// the pool (at least one), so batches fill under load and the rest of the
+/// pool stays for the other kinds and for listings and updates.
 pub(super) fn lanes(pool_size: u32) -> usize {
-    (pool_size as usize / 3).max(1)
+    (pool_size as usize / 10).max(1)
 }
 
 /// One kind of request that can be coalesced: what it runs alone, and what

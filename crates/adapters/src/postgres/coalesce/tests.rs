@@ -15,7 +15,7 @@ use items_testkit::postgres::{ScratchDatabase, test_database_url};
 use items_testkit::tcp_proxy::TcpProxy;
 use sqlx::postgres::PgConnectOptions;
 
-use super::Coalescer;
+use super::{Coalescer, lanes};
 use crate::postgres::PostgresStore;
 use crate::postgres::pool::{Lease, lease};
 
@@ -355,10 +355,18 @@ async fn a_batch_whose_connection_breaks_answers_unavailable_to_each_and_stores_
     database.drop().await;
 }
 
+#[test]
+fn each_kind_gets_a_lane_per_ten_connections_and_at_least_one() {
+    assert_eq!(lanes(10), 1);
+    assert_eq!(lanes(29), 2);
+    assert_eq!(lanes(30), 3);
+    assert_eq!(lanes(1), 1);
+}
+
 #[tokio::test]
 async fn while_a_kinds_lanes_are_taken_its_requests_queue_though_connections_are_free() {
     let database = scratch().await;
-    // A pool of 3 gives each kind one lane.
+    // A pool of 3 gives each kind one lane ([`lanes`]).
     let store = store(database.options(), 3).await;
     let items = store.items();
     items.create(name("only")).await.expect("created");
@@ -391,7 +399,7 @@ async fn while_a_kinds_lanes_are_taken_its_requests_queue_though_connections_are
 #[tokio::test]
 async fn a_keyed_create_never_joins_a_batch_c7() {
     let database = scratch().await;
-    // A pool of 3 gives each kind one lane.
+    // A pool of 3 gives each kind one lane ([`lanes`]).
     let store = store(database.options(), 3).await;
     let lanes = [
         &store.item_creates.inner.lanes,
