@@ -1,34 +1,30 @@
 //! Logging: one line per request from the HTTP adapter, as text or JSON
 //! (`LOG_FORMAT`), at the level `RUST_LOG` asks for (default: [`DEFAULT_FILTER`]).
 //!
-//! Lines are handed to a background thread that writes them through a buffer
-//! (`tracing-appender`'s non-blocking writer): a worker serving a request
-//! formats its line but never waits on a `write` to stdout, and under load
-//! many lines leave in one system call. Measured: the per-request log line
-//! cost about 1.4 µs of CPU per request with a direct, line-buffered stdout
-//! (`docs/performance.md`). If the queue ever fills (stdout blocked), further
-//! lines are dropped rather than stalling requests.
+//! Lines are gathered per thread and written by a background thread in
+//! batches (`telemetry/line_batches.rs`): a worker serving a request formats
+//! its line but never waits on a `write` to stdout, and under load many
+//! lines leave in one system call. Measured: the per-request log line cost about 1.4 µs
+//! of CPU per request with a direct, line-buffered stdout
+//! (`docs/performance.md`). If stdout is blocked long enough for a thread's
+//! buffer to fill, further lines are dropped rather than stalling requests.
 //!
 //! A client's faults that actix-http reports as errors are written as
 //! rate-limited warnings instead ([`client_faults`]).
 
 pub mod client_faults;
+mod line_batches;
 mod request_lines;
 
-use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, fmt};
 
 use client_faults::{ClientFaults, NotAClientFault};
+pub use line_batches::LogWriterGuard;
 use request_lines::TextLines;
 
 use crate::config::LogFormat;
-
-/// Lines that may wait for the writer thread. The queue is allocated up
-/// front: the default of 128k lines costs 4 MiB of idle RSS, while 16k lines
-/// still absorb a burst far longer than one write takes.
-const QUEUED_LINES: usize = 16_384;
 
 /// The filter when `RUST_LOG` is unset: `info`, without actix-server's
 /// `starting N workers`, which it logs as each listener is built, before the
@@ -37,14 +33,19 @@ const QUEUED_LINES: usize = 16_384;
 /// lines (shutdown of the workers) come from other modules and stay.
 pub const DEFAULT_FILTER: &str = "info,actix_server::builder=warn";
 
-/// Installs the subscriber. Keep the guard until exit: dropping it flushes
-/// the lines still queued.
-pub fn init(format: LogFormat) -> WorkerGuard {
+/// Installs the subscriber. Keep the guard until exit: dropping it writes
+/// the lines still buffered. `None` when no thread could be started for the
+/// writer: the service then runs without a log rather than not at all.
+pub fn init(format: LogFormat) -> Option<LogWriterGuard> {
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
-    let (writer, guard) = NonBlockingBuilder::default()
-        .buffered_lines_limit(QUEUED_LINES)
-        .finish(std::io::BufWriter::new(std::io::stdout()));
+    let (writer, guard) = match line_batches::start(std::io::stdout()) {
+        Ok(started) => started,
+        Err(error) => {
+            eprintln!("items-service: no log: cannot start its writer thread: {error}");
+            return None;
+        }
+    };
     let lines = match format {
         LogFormat::Text => fmt::layer()
             .with_ansi(false)
@@ -63,5 +64,5 @@ pub fn init(format: LogFormat) -> WorkerGuard {
         .with(lines.with_filter(NotAClientFault))
         .with(ClientFaults::default())
         .try_init();
-    guard
+    Some(guard)
 }

@@ -9,13 +9,13 @@
 //!
 //! The one exception is the full item listing, which is streamed and never
 //! held whole: its handler sets a tag derived from the store's version
-//! ([`listing_tag`]) and this middleware leaves such responses alone.
+//! ([`listing_tag`]) and [`tag`] leaves such responses alone.
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderMap, HeaderValue};
 use actix_web::http::{Method, StatusCode};
-use actix_web::middleware::Next;
+use actix_web::web::Bytes;
 
 use super::header_list;
 use super::problem::ApiError;
@@ -76,20 +76,22 @@ pub(crate) fn if_match(
     Some(move |tag: &str| tags.iter().any(|listed| listed == "*" || listed == tag))
 }
 
-/// Middleware: adds `ETag` to successful `GET`/`HEAD` responses and turns
-/// them into `304 Not Modified` when `If-None-Match` names the current tag.
-pub(crate) async fn entity_tags(
-    request: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
+/// Whether [`tag`] applies to the response to `request`: a `GET` or
+/// `HEAD`. Asked before routing, which takes the request.
+pub(crate) fn is_conditional(request: &ServiceRequest) -> bool {
+    matches!(*request.method(), Method::GET | Method::HEAD)
+}
+
+/// Adds `ETag` to a successful response to a conditional request (see
+/// [`is_conditional`]) and turns it into `304 Not Modified` when
+/// `If-None-Match` names the current tag. Called by the edge
+/// ([`super::edge`]) on the routes' response.
+pub(crate) async fn tag(
+    response: ServiceResponse<BoxBody>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let conditional = matches!(*request.method(), Method::GET | Method::HEAD);
-    let response = next.call(request).await?.map_into_boxed_body();
     // A handler that set its own tag (the streamed listing) keeps its body
     // as it is: hashing it would mean holding all of it.
-    if !conditional
-        || response.status() != StatusCode::OK
-        || response.headers().contains_key(header::ETAG)
-    {
+    if response.status() != StatusCode::OK || response.headers().contains_key(header::ETAG) {
         return Ok(response);
     }
     let (request, response) = response.into_parts();
@@ -102,7 +104,8 @@ pub(crate) async fn entity_tags(
     };
     let tag = etag_of(&bytes);
     let not_modified = none_match_fails(request.headers(), &tag);
-    if let Ok(value) = HeaderValue::from_str(&tag) {
+    // The header takes the tag's own buffer: no second allocation and copy.
+    if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(tag)) {
         response.headers_mut().insert(header::ETAG, value);
     }
     let response = if not_modified {

@@ -54,7 +54,7 @@ pub(crate) async fn close_when_done(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let body = watch_body(&mut request);
-    let response = next.call(request).await?;
+    let response = next.call(request).await?.map_into_boxed_body();
     Ok(finish(response, body.as_ref(), &draining))
 }
 
@@ -79,8 +79,8 @@ pub(crate) fn watch_body(request: &mut ServiceRequest) -> Option<WatchedBody> {
 /// Answers with `Connection: close` when the service is stopping or (by
 /// holding the unfinished body until the response is written) when the
 /// request's body was not read to its end.
-pub(crate) fn finish<B: MessageBody + 'static>(
-    mut response: ServiceResponse<B>,
+pub(crate) fn finish(
+    mut response: ServiceResponse<BoxBody>,
     body: Option<&WatchedBody>,
     draining: &Draining,
 ) -> ServiceResponse<BoxBody> {
@@ -95,12 +95,12 @@ pub(crate) fn finish<B: MessageBody + 'static>(
             let body = Rc::clone(body);
             response.map_body(|_, inner| {
                 BoxBody::new(HoldingBody {
-                    inner: inner.boxed(),
+                    inner,
                     _request_body: body,
                 })
             })
         }
-        _ => response.map_into_boxed_body(),
+        _ => response,
     }
 }
 

@@ -12,11 +12,9 @@ use actix_web::middleware::from_fn;
 use actix_web::{App, web};
 
 use super::body::BodyLimits;
-use super::conditional::entity_tags;
-use super::cors::cors;
 use super::edge::{Edge, edge};
 use super::metrics::RequestMetrics;
-use super::rate_limit::{Limiter, RateLimitSettings, limit_rate};
+use super::rate_limit::{Limiter, RateLimitSettings};
 use super::routes;
 use super::uploads::{UploadLimits, Uploads};
 use super::{HttpSettings, Services};
@@ -69,11 +67,11 @@ impl HttpServer {
             let edge_state = Rc::new(Edge {
                 draining: draining.clone(),
                 metrics: RequestMetrics::new(),
+                limiter: Arc::clone(&limiter),
             });
-            // Outermost last: the edge (connection fate, metrics, preflight
-            // status, nosniff, log line) → CORS (answers preflights, so they
-            // are never counted, and decorates 429s) → ETags → the limiter
-            // (RateLimit-* headers, 429) → routes.
+            // One layer around the routes: connection fate, metrics, CORS,
+            // the limiter, ETags, nosniff and the log line, in the order
+            // `edge.rs` explains.
             App::new()
                 .app_data(items.clone())
                 .app_data(products.clone())
@@ -82,12 +80,6 @@ impl HttpServer {
                 .app_data(body_limits)
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
-                .wrap(from_fn({
-                    let limiter = Arc::clone(&limiter);
-                    move |request, next| limit_rate(Arc::clone(&limiter), request, next)
-                }))
-                .wrap(from_fn(entity_tags))
-                .wrap(cors())
                 .wrap(from_fn(move |request, next| {
                     edge(Rc::clone(&edge_state), request, next)
                 }))

@@ -75,7 +75,15 @@ impl RateLimitStore for InMemoryRateLimitStore {
     async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RateLimitStoreError> {
         let now = u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let mut shard = self.shard(&client).lock();
-        let (spent, next) = gcra.spend(shard.get(&client).copied(), now);
+        // A known client's TAT is updated where it is: one lookup, not two.
+        if let Some(tat) = shard.get_mut(&client) {
+            let (spent, next) = gcra.spend(Some(*tat), now);
+            if let Some(next) = next {
+                *tat = next;
+            }
+            return Ok(spent);
+        }
+        let (spent, next) = gcra.spend(None, now);
         if let Some(next) = next {
             shard.put(client, next);
         }

@@ -54,7 +54,15 @@ where
             return self.full.format_event(ctx, writer, event);
         }
         LINE.with_borrow_mut(|line| {
+            // The whole line is put together here and handed to the writer
+            // in one call: each of the writer's calls is a dynamic one.
             line.clear();
+            write_timestamp(line, SystemTime::now())?;
+            line.push(' ');
+            line.push_str(level_label(metadata.level()));
+            line.push(' ');
+            line.push_str(metadata.target());
+            line.push_str(": ");
             let mut fields = PlainFields {
                 line: &mut *line,
                 first: true,
@@ -66,14 +74,8 @@ where
             }
             #[cfg(test)]
             tests::FAST_LINES.with(|count| count.set(count.get() + 1));
-            write_timestamp(&mut writer, SystemTime::now())?;
-            writer.write_str(" ")?;
-            writer.write_str(level_label(metadata.level()))?;
-            writer.write_str(" ")?;
-            writer.write_str(metadata.target())?;
-            writer.write_str(": ")?;
-            writer.write_str(line)?;
-            writer.write_str("\n")
+            line.push('\n');
+            writer.write_str(line)
         })
     }
 }
@@ -100,9 +102,9 @@ thread_local! {
 /// `2026-11-23T16:50:00.123456Z`, UTC with microseconds, as
 /// tracing-subscriber's `SystemTime` timer writes it. Outside 1970–9999
 /// (a clock gone wrong) that timer writes the time itself.
-fn write_timestamp(writer: &mut Writer<'_>, now: SystemTime) -> fmt::Result {
+fn write_timestamp(line: &mut String, now: SystemTime) -> fmt::Result {
     let Ok(since_epoch) = now.duration_since(UNIX_EPOCH) else {
-        return DefaultTimer.format_time(writer);
+        return DefaultTimer.format_time(&mut Writer::new(line));
     };
     let seconds = since_epoch.as_secs();
     let prefix = SECOND.with(|cached| {
@@ -115,18 +117,19 @@ fn write_timestamp(writer: &mut Writer<'_>, now: SystemTime) -> fmt::Result {
         Some(text)
     });
     let Some(prefix) = prefix else {
-        return DefaultTimer.format_time(writer);
+        return DefaultTimer.format_time(&mut Writer::new(line));
     };
-    // The prefix is ASCII digits and separators.
-    writer.write_str(std::str::from_utf8(&prefix).map_err(|_| fmt::Error)?)?;
-    let mut micros = [b'0'; 6];
+    // The prefix is ASCII digits and separators, and so are the micros.
+    let mut text = [b'0'; 27];
+    text[..20].copy_from_slice(&prefix);
     let mut value = since_epoch.subsec_micros();
-    for digit in micros.iter_mut().rev() {
+    for digit in text[20..26].iter_mut().rev() {
         *digit = b'0' + (value % 10) as u8;
         value /= 10;
     }
-    writer.write_str(std::str::from_utf8(&micros).map_err(|_| fmt::Error)?)?;
-    writer.write_str("Z")
+    text[26] = b'Z';
+    line.push_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?);
+    Ok(())
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.` for a second since the epoch; `None` past 9999.

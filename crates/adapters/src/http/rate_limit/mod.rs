@@ -1,5 +1,6 @@
-//! Rate limiting (C9) at the HTTP edge: the settings, the middleware that
-//! spends a client's budget, and the standard `RateLimit-*` headers (never
+//! Rate limiting (C9) at the HTTP edge: the settings, the admission that
+//! spends a client's budget (called by the edge, [`super::edge`], right
+//! before routing), and the standard `RateLimit-*` headers (never
 //! `X-RateLimit-*`). Who the client is comes from `client.rs`.
 //!
 //! The budget itself is the domain's [`RateLimiter`] (GCRA over a store: in
@@ -9,18 +10,16 @@
 //! the end of each window; GCRA has no such cliff, which is why
 //! `RateLimit-Reset` here means "seconds until the full budget is back".)
 //!
-//! actix-governor, which this middleware replaced, keeps its budgets in a
+//! actix-governor, which this replaced, keeps its budgets in a
 //! map of its own: it can neither share them across instances nor bound how
 //! many clients it tracks, both of which C9 requires.
 
 use std::num::NonZeroU32;
-use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::body::{BoxBody, MessageBody};
-use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::dev::ServiceRequest;
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
-use actix_web::middleware::Next;
+use actix_web::web::BytesMut;
 use actix_web::{HttpResponse, ResponseError};
 use items_domain::{Gcra, RateLimiter, Verdict, defaults};
 
@@ -55,7 +54,8 @@ impl Default for RateLimitSettings {
 }
 
 /// What the headers announce: the budget, the window and the refill period.
-/// The two constant header values are rendered once, not per request.
+/// The constant header values, and the names, are made once, not per
+/// request.
 #[derive(Debug, Clone)]
 pub(crate) struct Policy {
     gcra: Gcra,
@@ -63,6 +63,11 @@ pub(crate) struct Policy {
     policy_header: HeaderValue,
     limit_header: HeaderValue,
 }
+
+static POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+static LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
+static REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+static RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
 
 impl Policy {
     pub(crate) fn new(settings: RateLimitSettings) -> Option<Self> {
@@ -76,23 +81,36 @@ impl Policy {
     }
 
     fn insert(&self, headers: &mut HeaderMap, remaining: u32, reset: Duration) {
-        headers.insert(
-            HeaderName::from_static("ratelimit-policy"),
-            self.policy_header.clone(),
-        );
-        headers.insert(
-            HeaderName::from_static("ratelimit-limit"),
-            self.limit_header.clone(),
-        );
-        headers.insert(
-            HeaderName::from_static("ratelimit-remaining"),
-            HeaderValue::from(remaining),
-        );
-        headers.insert(
-            HeaderName::from_static("ratelimit-reset"),
-            HeaderValue::from(ceil_secs(reset)),
-        );
+        headers.insert(POLICY.clone(), self.policy_header.clone());
+        headers.insert(LIMIT.clone(), self.limit_header.clone());
+        headers.insert(REMAINING.clone(), number(u64::from(remaining)));
+        headers.insert(RESET.clone(), number(ceil_secs(reset)));
     }
+}
+
+/// A number as a header value. `HeaderValue::from(u64)` allocates a buffer
+/// per value; here the digits are cut from a block of this thread's, one
+/// allocation per few hundred values (two per counted request). A value
+/// keeps its block alive until the response is written.
+fn number(value: u64) -> HeaderValue {
+    const BLOCK: usize = 4096;
+    thread_local! {
+        static DIGITS: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+    }
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(value).as_bytes();
+    DIGITS
+        .try_with(|block| {
+            let mut block = block.try_borrow_mut().ok()?;
+            if block.capacity() < digits.len() {
+                *block = BytesMut::with_capacity(BLOCK);
+            }
+            block.extend_from_slice(digits);
+            HeaderValue::from_maybe_shared(block.split().freeze()).ok()
+        })
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| HeaderValue::from(value))
 }
 
 /// `RateLimit-Policy: 100;w=900`, the window in whole seconds, rounded up
@@ -123,41 +141,64 @@ impl Limiter {
     }
 }
 
-/// Middleware right on the router (CORS answers preflights further out, so
-/// they are never counted): spends one request of the client's budget, and
-/// either serves it with the `RateLimit-*` headers or refuses it with a 429
-/// problem, `Retry-After` rounded *up* (never `0`) and the same headers.
-pub(crate) async fn limit_rate(
-    limiter: Arc<Limiter>,
-    request: ServiceRequest,
-    next: Next<impl MessageBody + 'static>,
-) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let Some(policy) = &limiter.policy else {
-        return Ok(next.call(request).await?.map_into_boxed_body());
-    };
-    let client = client_key(&request, policy.trust_proxy);
-    let verdict = match limiter.budgets.check(client, policy.gcra).await {
-        Ok(verdict) => verdict,
-        Err(cause) => {
-            // Only the in-process store is left, and it cannot fail; should
-            // it ever, serving unlimited beats refusing everyone.
-            tracing::error!(error = %ErrorChain(&cause), "no rate-limit budget could be read; request served unlimited");
-            return Ok(next.call(request).await?.map_into_boxed_body());
+/// What the limiter decided for one request.
+pub(crate) enum Admission<'a> {
+    /// Limiting is off, or no budget could be read: served, no headers.
+    Unlimited,
+    /// Served, with the `RateLimit-*` headers of what is left.
+    Allowed {
+        policy: &'a Policy,
+        remaining: u32,
+        reset: Duration,
+    },
+    /// Refused: the 429 problem, `Retry-After` rounded *up* (never `0`)
+    /// and the same headers.
+    Refused(HttpResponse),
+}
+
+impl Admission<'_> {
+    /// Adds the `RateLimit-*` headers to the response of a request served.
+    pub(crate) fn mark(&self, headers: &mut HeaderMap) {
+        if let Admission::Allowed {
+            policy,
+            remaining,
+            reset,
+        } = self
+        {
+            policy.insert(headers, *remaining, *reset);
         }
-    };
-    match verdict {
-        Verdict::Allowed { remaining, reset } => {
-            let mut response = next.call(request).await?.map_into_boxed_body();
-            policy.insert(response.headers_mut(), remaining, reset);
-            Ok(response)
-        }
-        Verdict::Refused { retry_after, reset } => {
-            metrics::counter!(RATE_LIMIT_REFUSALS).increment(1);
-            let retry_after_secs = ceil_secs(retry_after).max(1);
-            let mut response: HttpResponse =
-                ApiError::TooManyRequests { retry_after_secs }.error_response();
-            policy.insert(response.headers_mut(), 0, reset);
-            Ok(request.into_response(response))
+    }
+}
+
+impl Limiter {
+    /// Spends one request of the client's budget. Called by the edge right
+    /// before routing, after preflights were answered (so they are never
+    /// counted).
+    pub(crate) async fn admit(&self, request: &ServiceRequest) -> Admission<'_> {
+        let Some(policy) = &self.policy else {
+            return Admission::Unlimited;
+        };
+        let client = client_key(request, policy.trust_proxy);
+        match self.budgets.check(client, policy.gcra).await {
+            Ok(Verdict::Allowed { remaining, reset }) => Admission::Allowed {
+                policy,
+                remaining,
+                reset,
+            },
+            Ok(Verdict::Refused { retry_after, reset }) => {
+                metrics::counter!(RATE_LIMIT_REFUSALS).increment(1);
+                let retry_after_secs = ceil_secs(retry_after).max(1);
+                let mut response: HttpResponse =
+                    ApiError::TooManyRequests { retry_after_secs }.error_response();
+                policy.insert(response.headers_mut(), 0, reset);
+                Admission::Refused(response)
+            }
+            Err(cause) => {
+                // Only the in-process store is left, and it cannot fail;
+                // should it ever, serving unlimited beats refusing everyone.
+                tracing::error!(error = %ErrorChain(&cause), "no rate-limit budget could be read; request served unlimited");
+                Admission::Unlimited
+            }
         }
     }
 }
@@ -173,6 +214,17 @@ mod tests {
             "100;w=900"
         );
         assert_eq!(policy_header(5, Duration::from_millis(1_500)), "5;w=2");
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal_whatever_their_size_c9() {
+        for value in [0, 7, 100, 86_400, 999_999_999, u64::MAX] {
+            assert_eq!(number(value), value.to_string().as_str());
+        }
+        let values: Vec<HeaderValue> = (0..10_000).map(number).collect();
+        for (value, header) in values.iter().enumerate() {
+            assert_eq!(header, value.to_string().as_str());
+        }
     }
 
     #[test]

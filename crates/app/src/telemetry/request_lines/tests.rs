@@ -115,7 +115,7 @@ fn request_lines_are_byte_for_byte_the_default_text_format() {
 fn timestamp(seconds: u64, micros: u32) -> String {
     let mut text = String::new();
     let at = UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_micros(u64::from(micros));
-    write_timestamp(&mut Writer::new(&mut text), at).unwrap();
+    write_timestamp(&mut text, at).unwrap();
     text
 }
 
@@ -164,7 +164,7 @@ fn the_date_of_every_day_from_1970_to_2400_is_the_calendar_s() {
 fn a_clock_before_1970_is_left_to_the_default_timer() {
     let mut text = String::new();
     let before = UNIX_EPOCH - Duration::from_secs(1);
-    write_timestamp(&mut Writer::new(&mut text), before).unwrap();
+    write_timestamp(&mut text, before).unwrap();
     assert_eq!(
         text.len(),
         27,
