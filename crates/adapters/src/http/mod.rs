@@ -14,6 +14,7 @@ mod connection;
 mod cors;
 mod edge;
 mod fields;
+mod front_door;
 mod header_list;
 mod idempotency;
 mod items;

@@ -13,6 +13,7 @@ use actix_web::{App, web};
 
 use super::body::BodyLimits;
 use super::edge::{Edge, edge};
+use super::front_door::FrontDoor;
 use super::metrics::RequestMetrics;
 use super::rate_limit::{Limiter, RateLimitSettings};
 use super::routes;
@@ -44,7 +45,8 @@ impl std::fmt::Debug for HttpServer {
 
 impl HttpServer {
     /// Serves `services` on `listener`. When `shutdown` completes the server
-    /// stops accepting and lets requests in flight finish (graceful for both
+    /// refuses new clients, serves the ones already connected, stops
+    /// accepting and lets requests in flight finish (graceful for both
     /// SIGINT and SIGTERM: actix-web would treat SIGINT as a forced stop).
     pub fn bind(
         listener: TcpListener,
@@ -53,6 +55,13 @@ impl HttpServer {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<Self> {
         let port = listener.local_addr()?.port();
+        // The stop closes the listener to new clients first, so none that
+        // already connected is reset when actix-server closes it.
+        let front_door = FrontDoor::of(&listener)?;
+        let shutdown = async move {
+            shutdown.await;
+            front_door.close_to_new_clients().await;
+        };
         let items = web::Data::new(services.items);
         let products = web::Data::new(services.products);
         let users = web::Data::new(services.users);
