@@ -33,7 +33,7 @@ impl Operation for ItemCreates {
     const LABEL: &'static str = "create_item";
     const WRITES: bool = true;
 
-    async fn one(lease: &mut Lease, name: Name) -> Result<i64, RepositoryError> {
+    async fn one(lease: &mut Lease, name: &Name) -> Result<i64, RepositoryError> {
         lease
             .run(|connection| {
                 sqlx::query_scalar("insert into items (name) values ($1) returning id")
@@ -71,7 +71,7 @@ impl Operation for ProductCreates {
     const LABEL: &'static str = "create_product";
     const WRITES: bool = true;
 
-    async fn one(lease: &mut Lease, (name, price): (Name, Price)) -> Result<i64, RepositoryError> {
+    async fn one(lease: &mut Lease, (name, price): &(Name, Price)) -> Result<i64, RepositoryError> {
         lease
             .run(|connection| {
                 sqlx::query_scalar(

@@ -20,10 +20,21 @@ impl Operation for ItemReads {
     type Work = i64;
     type Output = Option<ItemRow>;
     const LABEL: &'static str = "get_item";
+    /// Measured (`wrk -c32`, 100,000 rows, the service on one core, pool
+    /// of 10): with the direct path, reads that found the lane free went
+    /// alone, 1.06 per statement at 27–29k reads/s; the backend's cost per
+    /// read starved the client that shares its core, so requests came one
+    /// at a time and kept finding the lane free. Through the queue, 16–18
+    /// per statement at 71–84k reads/s, at half the service's CPU per read.
+    /// The price is a task hop for a lone read: one client's p50 went from
+    /// 92 µs to 95.5 µs (medians of four interleaved runs;
+    /// docs/performance.md, issue 21).
+    const ALWAYS_QUEUED: bool = true;
 
     /// The statement a read has always had: alone, it plans as a primary
     /// key lookup, and a one-connection client sees no change.
-    async fn one(lease: &mut Lease, id: i64) -> Result<Option<ItemRow>, RepositoryError> {
+    async fn one(lease: &mut Lease, id: &i64) -> Result<Option<ItemRow>, RepositoryError> {
+        let id = *id;
         lease
             .run(|connection| {
                 sqlx::query_as("select id, name from items where id = $1")

@@ -104,6 +104,56 @@ async fn a_thousand_concurrent_reads_of_distinct_ids_each_get_their_own_row_c2()
     database.drop().await;
 }
 
+/// Reads that are ready together share one statement even when the lane
+/// and a connection were free as the first of them arrived (issue 21): the
+/// first read is run by the drainer it spawns, and that task runs after the
+/// other reads of the same thread have queued. The test's runtime has one
+/// thread, as an actix-web worker has; the order is the scheduler's, not a
+/// matter of timing. A read alone in its batch runs the single-row
+/// statement and finds its row, or its absence.
+#[tokio::test]
+async fn reads_ready_together_share_one_statement_though_a_connection_was_free() {
+    let database = scratch().await;
+    let store = store(database.options(), 10).await;
+    let items = store.items();
+    for n in 1..=15 {
+        items
+            .create(name(&format!("item {n}")))
+            .await
+            .expect("created");
+    }
+
+    let alone = items.get(Id::new(3)).await.expect("answered");
+    assert_eq!(alone.map(|item| item.name), Some(name("item 3")));
+    assert_eq!(items.get(Id::new(99)).await.expect("answered"), None);
+    let before = store.item_reads.stats();
+    assert_eq!(
+        (before.statements, before.requests),
+        (2, 2),
+        "each went alone"
+    );
+
+    let reads = join_all((1..=20).map(|n| {
+        let items = items.clone();
+        async move { (n, items.get(Id::new(n)).await) }
+    }))
+    .await;
+    for (n, read) in reads {
+        let got = read.expect("answered").map(|item| (item.id, item.name));
+        let expected = (n <= 15).then(|| (Id::new(n), name(&format!("item {n}"))));
+        assert_eq!(got, expected, "read {n} got its own row or its absence");
+    }
+    let after = store.item_reads.stats();
+    assert_eq!(
+        after.statements - before.statements,
+        1,
+        "twenty reads ready together, one statement"
+    );
+    assert_eq!(after.largest, 20);
+    store.close().await;
+    database.drop().await;
+}
+
 #[tokio::test]
 async fn a_read_issued_after_an_acknowledged_create_sees_it_c7() {
     let database = scratch().await;
