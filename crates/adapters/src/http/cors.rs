@@ -25,7 +25,7 @@
 use actix_web::HttpResponse;
 use actix_web::body::BoxBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{self, HeaderMap, HeaderValue};
+use actix_web::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 
 /// Every method some route of the service answers (spec §4, C7).
@@ -69,17 +69,13 @@ pub(crate) fn has_origin(request: &ServiceRequest) -> bool {
 pub(crate) fn answer_preflight(request: ServiceRequest) -> ServiceResponse<BoxBody> {
     let mut answer = HttpResponse::new(StatusCode::NO_CONTENT);
     let headers = answer.headers_mut();
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static(ALLOW_METHODS),
-    );
-    headers.insert(
-        header::ACCESS_CONTROL_MAX_AGE,
-        HeaderValue::from_static(MAX_AGE),
+    set_all(
+        headers,
+        [
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+            (header::ACCESS_CONTROL_ALLOW_METHODS, ALLOW_METHODS),
+            (header::ACCESS_CONTROL_MAX_AGE, MAX_AGE),
+        ],
     );
     // A refused method gets the lists alone: no request header is worth
     // allowing for a request the browser will not send.
@@ -114,16 +110,22 @@ fn requests_a_known_method(headers: &HeaderMap) -> bool {
 /// so that header is skipped there.)
 pub(crate) fn decorate(headers: &mut HeaderMap, origin: bool) {
     if origin {
-        headers.insert(
-            header::ACCESS_CONTROL_ALLOW_ORIGIN,
-            HeaderValue::from_static("*"),
-        );
-        headers.insert(
-            header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static(EXPOSED),
+        set_all(
+            headers,
+            [
+                (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+                (header::ACCESS_CONTROL_EXPOSE_HEADERS, EXPOSED),
+            ],
         );
     }
     add_vary(headers);
+}
+
+/// Sets each header to its constant value.
+fn set_all<const N: usize>(headers: &mut HeaderMap, values: [(HeaderName, &'static str); N]) {
+    for (name, value) in values {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
 }
 
 /// Adds the CORS request headers to `Vary`, after any the route named.
