@@ -88,7 +88,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_front_door_refuses_new_handshakes_and_keeps_queued_connections() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        closed_door_on("127.0.0.1:0").await;
+    }
+
+    /// The filter reads the TCP header, which comes at the same place for
+    /// both IP versions (`HOST=::` listens on IPv6).
+    #[tokio::test]
+    async fn the_front_door_closes_the_same_way_on_ipv6() {
+        closed_door_on("[::1]:0").await;
+    }
+
+    async fn closed_door_on(bind: &str) {
+        let listener = TcpListener::bind(bind).unwrap();
         let address = listener.local_addr().unwrap();
         // Connected (the kernel completed the handshake) but not accepted.
         let mut queued = TcpStream::connect(address).unwrap();
