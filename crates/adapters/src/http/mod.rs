@@ -42,7 +42,7 @@ pub use connection::Draining;
 pub use edge::CLIENT_CLOSED;
 pub use rate_limit::RateLimitSettings;
 pub use routes::route_table;
-pub use server::HttpServer;
+pub use server::{HttpServer, HttpServerHandle};
 pub use uploads::UploadLimits;
 
 /// The use cases the HTTP adapter drives.

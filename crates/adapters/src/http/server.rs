@@ -10,6 +10,7 @@ use std::time::Duration;
 use actix_web::dev::ServerHandle;
 use actix_web::middleware::from_fn;
 use actix_web::{App, web};
+use parking_lot::Mutex;
 
 use super::body::BodyLimits;
 use super::edge::{Edge, edge};
@@ -33,6 +34,39 @@ const SHUTDOWN_GRACE_SECS: u64 = 30;
 pub struct HttpServer {
     server: actix_web::dev::Server,
     port: u16,
+    front_door: SharedDoor,
+}
+
+/// The second handle on the listening socket (`front_door.rs`), until the
+/// shutdown signal closes the port with it or a [`HttpServerHandle`] stop
+/// lets it go.
+type SharedDoor = Arc<Mutex<Option<FrontDoor>>>;
+
+/// Stops an [`HttpServer`] from elsewhere (tests, an embedding program).
+#[derive(Clone)]
+pub struct HttpServerHandle {
+    server: ServerHandle,
+    front_door: SharedDoor,
+}
+
+impl std::fmt::Debug for HttpServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpServerHandle").finish_non_exhaustive()
+    }
+}
+
+impl HttpServerHandle {
+    /// Stops the server as actix-web's handle does: `graceful` lets
+    /// requests in flight finish. The stop is sent at once; the future
+    /// completes when the server has stopped. The port closes when
+    /// actix-server's accept thread lets the listener go, as before the
+    /// front door: the door's own handle on the socket is dropped first,
+    /// so it cannot keep the port listening, with nobody accepting, for as
+    /// long as the requests in flight take.
+    pub fn stop(&self, graceful: bool) -> impl Future<Output = ()> + use<> {
+        drop(self.front_door.lock().take());
+        self.server.stop(graceful)
+    }
 }
 
 impl std::fmt::Debug for HttpServer {
@@ -57,10 +91,14 @@ impl HttpServer {
         let port = listener.local_addr()?.port();
         // The stop closes the listener to new clients first, so none that
         // already connected is reset when actix-server closes it.
-        let front_door = FrontDoor::of(&listener)?;
+        let front_door = Arc::new(Mutex::new(Some(FrontDoor::of(&listener)?)));
+        let door = Arc::clone(&front_door);
         let shutdown = async move {
             shutdown.await;
-            front_door.close_to_new_clients().await;
+            let door = door.lock().take();
+            if let Some(door) = door {
+                door.close_to_new_clients().await;
+            }
         };
         let items = web::Data::new(services.items);
         let products = web::Data::new(services.products);
@@ -110,7 +148,11 @@ impl HttpServer {
         .shutdown_signal(shutdown)
         .listen(listener)?
         .run();
-        Ok(Self { server, port })
+        Ok(Self {
+            server,
+            port,
+            front_door,
+        })
     }
 
     /// The port actually bound (the one the OS chose when asked for port 0).
@@ -119,8 +161,11 @@ impl HttpServer {
     }
 
     /// A handle that can stop the server from elsewhere (tests).
-    pub fn handle(&self) -> ServerHandle {
-        self.server.handle()
+    pub fn handle(&self) -> HttpServerHandle {
+        HttpServerHandle {
+            server: self.server.handle(),
+            front_door: Arc::clone(&self.front_door),
+        }
     }
 
     /// Serves until shutdown completes.

@@ -24,6 +24,7 @@ mod rate_limit;
 mod rate_limit_redis;
 mod reverse_proxy;
 mod sqlite;
+mod stopping;
 mod unread_bodies;
 mod upload_faults;
 mod uploads;

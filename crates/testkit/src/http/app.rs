@@ -4,8 +4,7 @@ use std::net::TcpListener;
 use std::ops::Deref;
 use std::path::Path;
 
-use actix_web::dev::ServerHandle;
-use items_adapters::http::{HttpServer, HttpSettings, RateLimitSettings};
+use items_adapters::http::{HttpServer, HttpServerHandle, HttpSettings, RateLimitSettings};
 use tempfile::TempDir;
 
 use super::{Client, TestServices};
@@ -31,7 +30,7 @@ pub fn test_settings() -> HttpSettings {
 pub struct TestApp {
     client: Client,
     uploads: TempDir,
-    handle: ServerHandle,
+    handle: HttpServerHandle,
 }
 
 impl TestApp {
