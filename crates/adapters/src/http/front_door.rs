@@ -55,8 +55,10 @@ fn refuse_syn() -> [SockFilter; 4] {
 pub(crate) struct FrontDoor(Socket);
 
 impl FrontDoor {
-    /// A handle on `listener`'s socket. It keeps the socket open while it
-    /// lives, so it is dropped when the shutdown begins (see `server.rs`).
+    /// A handle on `listener`'s socket. It keeps the socket listening while
+    /// it lives, so it is dropped as a stop begins: after closing the door
+    /// on the shutdown signal, or at once on a stop through the server's
+    /// handle (`server.rs`).
     pub(crate) fn of(listener: &TcpListener) -> std::io::Result<Self> {
         Ok(Self(Socket::from(listener.try_clone()?)))
     }
