@@ -43,16 +43,10 @@ pub struct HttpServer {
 type SharedDoor = Arc<Mutex<Option<FrontDoor>>>;
 
 /// Stops an [`HttpServer`] from elsewhere (tests, an embedding program).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct HttpServerHandle {
     server: ServerHandle,
     front_door: SharedDoor,
-}
-
-impl std::fmt::Debug for HttpServerHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpServerHandle").finish_non_exhaustive()
-    }
 }
 
 impl HttpServerHandle {
