@@ -17,7 +17,8 @@
 //! decisions, as a single call would have failed its one: each falls back to
 //! the local budget. A batch may take no longer than its *oldest* decision
 //! may still wait, so no decision waits past its own bound, queueing
-//! included.
+//! included, unless the lane took the batch up too late to leave Redis a
+//! round trip ([`LEAST_ROUND_TRIP`]): that wait was the worker's own.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
