@@ -7,11 +7,12 @@
 //! every batch crossed threads twice: the worker woke the lane's thread, and
 //! the lane woke the worker's runtime once per answered decision (an
 //! `eventfd` write each, and a context switch whenever both threads share a
-//! core). Measured with `bench/limiter_redis.sh` that hand-over cost 4.6 µs
-//! of service CPU per request; with the lane on the asking worker's own
-//! runtime the decisions, the call and the answers never leave the thread,
-//! and the shared budget went from 0.56 to 0.72–0.73 of the limiter-off
-//! throughput (docs/performance.md).
+//! core). Measured with `bench/limiter_redis.sh`, a request decided in
+//! Redis cost the service 4.6 µs of CPU more than one with the limiter off.
+//! With the lane on the asking worker's own runtime, the decisions, the call
+//! and the answers never leave the thread. The extra cost fell to 1.1–2.2 µs,
+//! and the shared budget went from 0.56 to about 0.72 of the limiter-off
+//! throughput (0.69–0.81 over three runs; docs/performance.md).
 //!
 //! What it costs: one connection to Redis per worker thread and store
 //! (workers default to the number of cores), and a lane shares its thread
