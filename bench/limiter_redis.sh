@@ -2,8 +2,9 @@
 # The shared limiter's cost (C9, issues 11 and 21): GET /items/{id} on the
 # release binary with the limiter off, then with a budget shared over Redis
 # (a budget too large to reach, so every request is decided in Redis and
-# served), A B A B. The service runs on core 0 with one worker; Redis (the
-# machine's, on 127.0.0.1:6379) and wrk share core 1. Prints req/s per run,
+# served), A B A B. The service runs on core 0 with one worker and wrk on
+# core 1; Redis (the machine's, on 127.0.0.1:6379) is not pinned and runs
+# mostly beside wrk. Prints req/s per run,
 # then THE figure: shared Redis budget ÷ limiter off, the ratio of the median
 # req/s (with each round's own ratio, to judge the noise), and the service's
 # own CPU per request (the figure that matters when wrk and Redis saturate
