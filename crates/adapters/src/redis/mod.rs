@@ -17,9 +17,10 @@
 //! more than [`RedisRateLimitStore::TIMEOUT`] from the moment it is asked,
 //! queueing included (unless its own worker was too busy to send it in
 //! time: then Redis still gets a round trip's time, see `coalesce.rs`), and
-//! a failure is the caller's cue to use its local budget. After a failure this store does not ask Redis again for
-//! `RETRY_EVERY`, so during an outage requests do not each wait out the
-//! timeout; the first success after it is logged once, as the failure was.
+//! a failure is the caller's cue to use its local budget. After a failure
+//! this store does not ask Redis again for `RETRY_EVERY`, so during an
+//! outage requests do not each wait out the timeout; the first success
+//! after it is logged once, as the failure was.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -43,6 +44,9 @@ use health::Health;
 /// that fell back to the local budget because Redis failed or was too slow.
 pub const STORE_ERRORS: &str = "rate_limit_store_errors_total";
 
+/// Why a decision was not sent: Redis failed within `RETRY_EVERY`.
+const NOT_ASKED: &str = "Redis failed a moment ago; not asked again yet";
+
 /// How long a degraded store waits before it asks Redis again.
 const RETRY_EVERY: Duration = Duration::from_millis(500);
 
@@ -51,7 +55,9 @@ pub struct RedisRateLimitStore {
     shared: Arc<Shared>,
 }
 
-/// What every thread's lane of one store shares.
+/// What every thread's lane of one store shares. A lane holds clones of
+/// the `Arc` fields, never the `Shared` itself: the lanes' registry tells a
+/// dropped store by its `Shared` being gone (`lanes.rs`).
 struct Shared {
     client: Client,
     config: ConnectionManagerConfig,
@@ -125,9 +131,7 @@ impl RateLimitStore for RedisRateLimitStore {
         let asked = Instant::now();
         let health = &self.shared.health;
         if health.wait_before_retry(asked) {
-            return Err(RateLimitStoreError::new(
-                "Redis failed a moment ago; not asked again yet",
-            ));
+            return Err(RateLimitStoreError::new(NOT_ASKED));
         }
         let decision = Decision {
             client,
@@ -137,9 +141,7 @@ impl RateLimitStore for RedisRateLimitStore {
         };
         match self.decide(decision).await {
             Ok(spent) => Ok(spent),
-            Err(Failure::Skipped) => Err(RateLimitStoreError::new(
-                "Redis failed a moment ago; not asked again yet",
-            )),
+            Err(Failure::Skipped) => Err(RateLimitStoreError::new(NOT_ASKED)),
             Err(Failure::Failed(cause)) => {
                 metrics::counter!(STORE_ERRORS).increment(1);
                 health.failed(&cause);
