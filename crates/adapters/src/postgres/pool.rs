@@ -197,7 +197,8 @@ impl Lease {
     }
 
     /// Gives the operation a whole budget again from now: for a listing,
-    /// whose every batch is an operation of its own.
+    /// whose every batch is an operation of its own, and for a coalesced
+    /// batch, whose lease was taken before the batch was known.
     pub(super) fn renew(&mut self) {
         self.deadline = Instant::now() + self.budget;
     }

@@ -12,7 +12,6 @@ use items_domain::{
     Id, IdempotencyKey, ItemQuery, ItemRepository, Keyed, Name, Price, ProductRepository,
 };
 use items_testkit::postgres::{ScratchDatabase, test_database_url};
-use items_testkit::tcp_proxy::TcpProxy;
 use sqlx::postgres::PgConnectOptions;
 
 use super::{Coalescer, lanes};
@@ -25,7 +24,7 @@ pub(super) async fn scratch() -> ScratchDatabase {
         .expect("a scratch database")
 }
 
-async fn store(options: PgConnectOptions, pool_size: u32) -> PostgresStore {
+pub(super) async fn store(options: PgConnectOptions, pool_size: u32) -> PostgresStore {
     PostgresStore::connect(options, pool_size, Duration::from_secs(5))
         .await
         .expect("connects and migrates")
@@ -37,7 +36,7 @@ pub(super) fn name(text: &str) -> Name {
 
 /// Every connection of `store`'s pool, lent to the test: whatever is asked
 /// of the store now queues.
-async fn hold_all(store: &PostgresStore, pool_size: u32) -> Vec<Lease> {
+pub(super) async fn hold_all(store: &PostgresStore, pool_size: u32) -> Vec<Lease> {
     let mut held = Vec::new();
     for _ in 0..pool_size {
         held.push(lease(&store.pool).await.expect("a connection"));
@@ -339,70 +338,6 @@ pub(super) async fn server_address() -> SocketAddr {
         .expect("the server's address")
         .next()
         .expect("one address")
-}
-
-#[tokio::test]
-async fn a_batch_whose_connection_breaks_answers_unavailable_to_each_and_stores_nothing() {
-    let database = scratch().await;
-    let proxy = TcpProxy::start(server_address().await).await;
-    let options = database.options().host("127.0.0.1").port(proxy.port());
-    let store = store(options, 1).await;
-    let items = store.items();
-    items.create(name("before")).await.expect("created");
-    let held = hold_all(&store, 1).await;
-    let creates: Vec<_> = (0..10)
-        .map(|n| {
-            let items = items.clone();
-            tokio::spawn(async move { items.create(name(&format!("lost {n}"))).await })
-        })
-        .collect();
-    let reads: Vec<_> = (0..10)
-        .map(|_| {
-            let items = items.clone();
-            tokio::spawn(async move { items.get(Id::new(1)).await })
-        })
-        .collect();
-    until_queued(&store.item_creates, 10).await;
-    until_queued(&store.item_reads, 10).await;
-
-    // The held connection is settled, so the pool lends it again as it is:
-    // the batches run on a connection the proxy has dropped.
-    proxy.set_cut(true);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    drop(held);
-    for create in join_all(creates).await {
-        assert!(
-            create.expect("ran").is_err(),
-            "a create of the broken batch is 503"
-        );
-    }
-    for read in join_all(reads).await {
-        assert!(
-            read.expect("ran").is_err(),
-            "a read of the broken batch is 503"
-        );
-    }
-
-    proxy.set_cut(false);
-    let mut page = items.list(&ItemQuery::default()).await;
-    for _ in 0..20 {
-        if page.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        page = items.list(&ItemQuery::default()).await;
-    }
-    let page = page.expect("the store recovers");
-    assert_eq!(
-        page.items.len(),
-        1,
-        "nothing of the failed batch was stored"
-    );
-    assert_eq!(page.total, 1);
-    let stats = store.item_creates.stats();
-    assert!(stats.largest >= 2, "the creates were one batch: {stats:?}");
-    store.close().await;
-    database.drop().await;
 }
 
 #[test]
