@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use items_domain::{Id, ItemQuery, ItemRepository};
+use items_domain::{Id, Item, ItemQuery, ItemRepository, RepositoryError};
 use items_testkit::postgres::ScratchDatabase;
 use items_testkit::tcp_proxy::TcpProxy;
 use sqlx::{Connection as _, PgConnection};
+use tokio::task::JoinHandle;
 
 use super::tests::{hold_all, name, scratch, server_address, store, until_queued};
 use crate::postgres::PostgresStore;
@@ -69,6 +70,30 @@ async fn until_a_transaction_waits(database: &ScratchDatabase) {
     panic!("no transaction was opened for the batch");
 }
 
+/// Ten creates of items the test expects to be lost, each on its own task.
+fn ten_creates(store: &PostgresStore) -> Vec<JoinHandle<Result<Item, RepositoryError>>> {
+    (0..10)
+        .map(|n| {
+            let items = store.items();
+            tokio::spawn(async move { items.create(name(&format!("lost {n}"))).await })
+        })
+        .collect()
+}
+
+/// Every request of a broken batch was answered unavailable (503).
+async fn each_answered_unavailable<T: std::fmt::Debug>(
+    requests: Vec<JoinHandle<Result<T, RepositoryError>>>,
+    what: &str,
+) {
+    for answer in join_all(requests).await {
+        let answer = answer.expect("ran");
+        assert!(
+            answer.is_err(),
+            "{what} of the broken batch is 503: {answer:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_batch_whose_connection_breaks_before_it_starts_answers_unavailable_to_each_and_stores_nothing()
  {
@@ -76,12 +101,7 @@ async fn a_batch_whose_connection_breaks_before_it_starts_answers_unavailable_to
     let (store, proxy) = behind_a_proxy(&database, 1).await;
     let items = store.items();
     let held = hold_all(&store, 1).await;
-    let creates: Vec<_> = (0..10)
-        .map(|n| {
-            let items = items.clone();
-            tokio::spawn(async move { items.create(name(&format!("lost {n}"))).await })
-        })
-        .collect();
+    let creates = ten_creates(&store);
     let reads: Vec<_> = (0..10)
         .map(|_| {
             let items = items.clone();
@@ -96,18 +116,8 @@ async fn a_batch_whose_connection_breaks_before_it_starts_answers_unavailable_to
     proxy.set_cut(true);
     tokio::time::sleep(Duration::from_millis(100)).await;
     drop(held);
-    for create in join_all(creates).await {
-        assert!(
-            create.expect("ran").is_err(),
-            "a create of the broken batch is 503"
-        );
-    }
-    for read in join_all(reads).await {
-        assert!(
-            read.expect("ran").is_err(),
-            "a read of the broken batch is 503"
-        );
-    }
+    each_answered_unavailable(creates, "a create").await;
+    each_answered_unavailable(reads, "a read").await;
     assert_eq!(
         store.item_creates.stats().requests,
         1,
@@ -123,28 +133,17 @@ async fn a_batch_whose_connection_breaks_inside_its_transaction_answers_unavaila
  {
     let database = scratch().await;
     let (store, proxy) = behind_a_proxy(&database, 2).await;
-    let items = store.items();
     let lane = Arc::clone(&store.item_creates.inner.lanes)
         .try_acquire_owned()
         .expect("the one lane is free");
-    let creates: Vec<_> = (0..10)
-        .map(|n| {
-            let items = items.clone();
-            tokio::spawn(async move { items.create(name(&format!("lost {n}"))).await })
-        })
-        .collect();
+    let creates = ten_creates(&store);
     until_queued(&store.item_creates, 10).await;
     until_a_transaction_waits(&database).await;
 
     proxy.set_cut(true);
     tokio::time::sleep(Duration::from_millis(100)).await;
     drop(lane);
-    for create in join_all(creates).await {
-        assert!(
-            create.expect("ran").is_err(),
-            "a create of the broken batch is 503"
-        );
-    }
+    each_answered_unavailable(creates, "a create").await;
     assert_eq!(
         store.item_creates.stats().largest,
         10,
