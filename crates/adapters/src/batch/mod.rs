@@ -230,6 +230,11 @@ pub struct Batch<W, R> {
 }
 
 impl<W, R> Batch<W, R> {
+    /// Takes `later`'s requests in after this batch's own.
+    pub fn extend(&mut self, later: Self) {
+        self.requests.extend(later.requests);
+    }
+
     /// How many requests the batch holds.
     pub fn len(&self) -> usize {
         self.requests.len()

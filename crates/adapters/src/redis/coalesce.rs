@@ -5,8 +5,8 @@
 //! waits for the first decision, takes with it every decision queued while
 //! its previous call ran, sends them as one call of `gcra.lua` and answers
 //! each caller. There is no timer: a decision that finds the lane idle goes
-//! at once, and under load a batch is exactly what arrived during one round
-//! trip. A batch is sent as one group per client (and policy): the key once
+//! after one turn of its thread's scheduler ([`next_batch`]), and under load
+//! a batch is what arrived during one round trip and that turn. A batch is sent as one group per client (and policy): the key once
 //! and how many decisions it holds, so a busy client's fifty decisions cost
 //! one key and three numbers out and two numbers back, not fifty of each
 //! (and Redis one `GET` and one `SET`). The script takes a group's
@@ -74,7 +74,9 @@ pub(super) async fn lane(
     prefix: Arc<str>,
     health: Arc<Health>,
 ) {
-    while let Some(batch) = batches.next().await {
+    let mut busy = false;
+    while let Some(batch) = next_batch(&mut batches, busy).await {
+        busy = batch.len() > 1;
         if health.wait_before_retry(Instant::now()) {
             batch.answer_each(|_| Err(Failure::Skipped));
             continue;
@@ -93,6 +95,34 @@ pub(super) async fn lane(
             }
         }
     }
+}
+
+/// The next batch: waits for a decision and, when the lane is `busy` (its
+/// last batch held more than one), lets the thread's other ready tasks run
+/// once before it takes every decision queued by then.
+///
+/// Under load the first decision wakes the lane while its worker is still
+/// serving the requests it read in the same pass; their decisions come a
+/// moment later. Taken at once, the batch would hold only the first, and
+/// the others would wait behind its call for the next. After one turn of
+/// the scheduler (`yield_now`, no timer: the lane runs again as soon as the
+/// tasks ready before it have), they are in. Measured
+/// (`bench/limiter_redis.sh`, eighth session, where Redis shares the
+/// worker's core): about 23 → 37–40 decisions per call, and 0.67–0.71 →
+/// 0.73–0.79 of the limiter-off throughput. A lane that is not busy sends
+/// at once: that turn cost one client about 20 µs per request.
+async fn next_batch(
+    batches: &mut Batches<Decision, Answer>,
+    busy: bool,
+) -> Option<Batch<Decision, Answer>> {
+    let mut batch = batches.next().await?;
+    if busy {
+        tokio::task::yield_now().await;
+        if let Some(later) = batches.try_next() {
+            batch.extend(later);
+        }
+    }
+    Some(batch)
 }
 
 /// The least time a batch is given in Redis once it is sent, even when its
@@ -308,5 +338,53 @@ mod tests {
 
     fn micros(duration: Duration) -> u64 {
         u64::try_from(duration.as_micros()).unwrap()
+    }
+
+    /// The clients of the batch [`next_batch`] takes when one decision is
+    /// asked, and a second by a task that becomes ready only after the lane
+    /// was woken, as the next request a worker read in the same pass. The
+    /// runtime has one thread, as an actix-web worker has: the order is the
+    /// scheduler's, not a matter of timing.
+    async fn batch_of_two_asked_in_one_pass(busy: bool) -> Vec<IpAddr> {
+        let (queue, mut batches) = batch::queue::<Decision, Answer>(8);
+        let lane = tokio::spawn(async move {
+            let batch = next_batch(&mut batches, busy).await.expect("a batch");
+            let clients: Vec<IpAddr> = batch.work().map(|decision| decision.client).collect();
+            batch.answer_each(|_| Err(Failure::Skipped));
+            clients
+        });
+        tokio::task::yield_now().await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let first = queue
+            .enqueue_by(decision(FIRST, 2), deadline.into())
+            .await
+            .expect("queued");
+        let second = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.submit(decision(SECOND_CLIENT, 2)).await }
+        });
+        let clients = lane.await.expect("the lane ran");
+        drop(queue);
+        assert!(first.wait().await.is_ok(), "the first was answered");
+        drop(second);
+        clients
+    }
+
+    const FIRST: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(203, 0, 113, 4));
+    const SECOND_CLIENT: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(203, 0, 113, 5));
+
+    #[tokio::test]
+    async fn a_busy_lanes_batch_takes_in_the_decisions_asked_during_one_more_turn_of_its_thread_c9()
+    {
+        assert_eq!(
+            batch_of_two_asked_in_one_pass(true).await,
+            [FIRST, SECOND_CLIENT],
+            "both decisions in one batch, in the order asked"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_idle_lane_sends_the_first_decision_at_once_c9() {
+        assert_eq!(batch_of_two_asked_in_one_pass(false).await, [FIRST]);
     }
 }
