@@ -5,11 +5,12 @@
 //! waits for the first decision, takes with it every decision queued while
 //! its previous call ran, sends them as one call of `gcra.lua` and answers
 //! each caller. There is no timer: a decision that finds the lane idle goes
-//! after one turn of its thread's scheduler ([`next_batch`]), and under load
-//! a batch is what arrived during one round trip and that turn. A batch is sent as one group per client (and policy): the key once
-//! and how many decisions it holds, so a busy client's fifty decisions cost
-//! one key and three numbers out and two numbers back, not fifty of each
-//! (and Redis one `GET` and one `SET`). The script takes a group's
+//! at once, and under load a batch is what arrived during one round trip and
+//! one more turn of the thread's scheduler ([`next_batch`]). A batch is sent
+//! as one group per client (and policy): the key once and how many decisions
+//! it holds, so a busy client's fifty decisions cost one key and three
+//! numbers out and two numbers back, not fifty of each (and Redis one `GET`
+//! and one `SET`). The script takes a group's
 //! decisions one after the other, as separate calls would have been; all of
 //! a batch see one reading of the server's clock.
 //!
@@ -108,8 +109,8 @@ pub(super) async fn lane(
 /// the scheduler (`yield_now`, no timer: the lane runs again as soon as the
 /// tasks ready before it have), they are in. Measured
 /// (`bench/limiter_redis.sh`, eighth session, where Redis shares the
-/// worker's core): about 23 → 37–40 decisions per call, and 0.67–0.71 →
-/// 0.73–0.79 of the limiter-off throughput. A lane that is not busy sends
+/// worker's core): about 23 → 37–38 decisions per call, and 0.67–0.71 →
+/// 0.74–0.75 of the limiter-off throughput. A lane that is not busy sends
 /// at once: that turn cost one client about 20 µs per request.
 async fn next_batch(
     batches: &mut Batches<Decision, Answer>,
