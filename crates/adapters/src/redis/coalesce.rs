@@ -109,7 +109,7 @@ pub(super) async fn lane(
 /// the scheduler (`yield_now`, no timer: the lane runs again as soon as the
 /// tasks ready before it have), they are in. Measured
 /// (`bench/limiter_redis.sh`, eighth session, where Redis shares the
-/// worker's core): about 23 → 37–38 decisions per call, and 0.67–0.71 →
+/// worker's core): about 23 → 40 decisions per call, and 0.67–0.71 →
 /// 0.74–0.75 of the limiter-off throughput. A lane that is not busy sends
 /// at once: that turn cost one client about 20 µs per request.
 async fn next_batch(
