@@ -107,6 +107,7 @@ impl Application {
             body_limits: (&config.server).into(),
             rate_limit: (&config.limiter).into(),
             upload_limits: (&config.uploads).into(),
+            request_log: crate::telemetry::request_log(),
             ..HttpSettings::default()
         };
         let redis = config

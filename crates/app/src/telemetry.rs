@@ -16,13 +16,15 @@ pub mod client_faults;
 mod line_batches;
 mod request_lines;
 
+use std::sync::{Arc, OnceLock};
+
+use items_adapters::http::{RequestLog, TracingRequestLog};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, fmt};
 
 use client_faults::{ClientFaults, NotAClientFault};
 pub use line_batches::LogWriterGuard;
-use request_lines::TextLines;
 
 use crate::config::LogFormat;
 
@@ -46,12 +48,9 @@ pub fn init(format: LogFormat) -> Option<LogWriterGuard> {
             return None;
         }
     };
+    let direct_writer = writer.clone();
     let lines = match format {
-        LogFormat::Text => fmt::layer()
-            .with_ansi(false)
-            .event_format(TextLines::default())
-            .with_writer(writer)
-            .boxed(),
+        LogFormat::Text => fmt::layer().with_ansi(false).with_writer(writer).boxed(),
         LogFormat::Json => fmt::layer()
             .json()
             .flatten_event(true)
@@ -64,5 +63,23 @@ pub fn init(format: LogFormat) -> Option<LogWriterGuard> {
         .with(lines.with_filter(NotAClientFault))
         .with(ClientFaults::default())
         .try_init();
+    // Text request lines skip the event and its formatter
+    // (`request_lines.rs`); JSON ones stay events.
+    if format == LogFormat::Text {
+        let _ = REQUEST_LOG.set(request_lines::text_request_log(direct_writer));
+    }
     Some(guard)
+}
+
+/// The request log [`init`] installed; unset without it.
+static REQUEST_LOG: OnceLock<Arc<dyn RequestLog>> = OnceLock::new();
+
+/// Where the HTTP adapter writes its line per request: the installed log's
+/// own sink, or `tracing` events when [`init`] was not called (tests and
+/// embedders, whose subscriber then sees every line).
+pub fn request_log() -> Arc<dyn RequestLog> {
+    REQUEST_LOG
+        .get()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(TracingRequestLog))
 }

@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 
 use super::body::{JsonObject, read_typed};
 use super::problem::{ApiError, FieldError, Location, Problem};
-use super::respond;
+use super::respond::{self, Constant};
 
 /// `GET /`: `Hello World!` (C4).
 #[utoipa::path(
@@ -28,7 +28,8 @@ use super::respond;
     )
 )]
 pub(crate) async fn greeting() -> HttpResponse {
-    respond::text("Hello World!")
+    static GREETING: Constant = Constant::text(|| b"Hello World!".to_vec());
+    GREETING.respond()
 }
 
 /// The body of `GET /hello` without a non-empty `person` (spec §7, C4).
@@ -92,13 +93,17 @@ struct SampleData {
         (status = 200, description = "The sample object", body = SampleData)
     )
 )]
-pub(crate) async fn data() -> Result<HttpResponse, ApiError> {
-    let sample = SampleData {
-        name: "John Doe",
-        age: 30,
-        email: "john.doe@example.com",
-    };
-    respond::json(StatusCode::OK, &sample)
+pub(crate) async fn data() -> HttpResponse {
+    static SAMPLE: Constant = Constant::json(|| {
+        let sample = SampleData {
+            name: "John Doe",
+            age: 30,
+            email: "john.doe@example.com",
+        };
+        // A struct of strings and an integer always serializes.
+        serde_json::to_vec(&sample).unwrap_or_default()
+    });
+    SAMPLE.respond()
 }
 
 /// A URL-encoded form body (C3): 415 for another content type, 413 over

@@ -7,12 +7,14 @@
 //! rather than `std`'s hasher because its output is specified, so tags stay
 //! stable across Rust releases and across a rolling deploy.
 //!
-//! The one exception is the full item listing, which is streamed and never
-//! held whole: its handler sets a tag derived from the store's version
-//! ([`listing_tag`]) and [`tag`] leaves such responses alone.
+//! Two kinds of response come with their tag already set, which [`tag`]
+//! only compares with `If-None-Match`: the full item listing, which is
+//! streamed and never held whole (a tag derived from the store's version,
+//! [`listing_tag`]), and the constant bodies, whose hash is computed once
+//! (`respond::Constant`).
 
 use actix_web::body::{BoxBody, MessageBody};
-use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::dev::{ResponseHead, ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderMap, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::web::Bytes;
@@ -89,10 +91,21 @@ pub(crate) fn is_conditional(request: &ServiceRequest) -> bool {
 pub(crate) async fn tag(
     response: ServiceResponse<BoxBody>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    // A handler that set its own tag (the streamed listing) keeps its body
-    // as it is: hashing it would mean holding all of it.
-    if response.status() != StatusCode::OK || response.headers().contains_key(header::ETAG) {
+    if response.status() != StatusCode::OK {
         return Ok(response);
+    }
+    // A handler that set its own tag keeps its body as it is: the streamed
+    // listing (hashing it would mean holding all of it) and the constant
+    // bodies, whose tag is computed once.
+    if let Some(tag) = response.headers().get(header::ETAG) {
+        let not_modified = tag
+            .to_str()
+            .is_ok_and(|tag| none_match_fails(response.request().headers(), tag));
+        return Ok(if not_modified {
+            response.map_body(|head, _| not_modified_head(head))
+        } else {
+            response
+        });
     }
     let (request, response) = response.into_parts();
     let (mut response, body) = response.into_parts();
@@ -109,13 +122,19 @@ pub(crate) async fn tag(
         response.headers_mut().insert(header::ETAG, value);
     }
     let response = if not_modified {
-        *response.status_mut() = StatusCode::NOT_MODIFIED;
-        response.headers_mut().remove(header::CONTENT_TYPE);
-        response.set_body(BoxBody::new(()))
+        let empty = not_modified_head(response.head_mut());
+        response.set_body(empty)
     } else {
         response.set_body(BoxBody::new(bytes))
     };
     Ok(ServiceResponse::new(request, response))
+}
+
+/// Makes `head` a `304 Not Modified`'s, and gives the empty body it has.
+fn not_modified_head(head: &mut ResponseHead) -> BoxBody {
+    head.status = StatusCode::NOT_MODIFIED;
+    head.headers_mut().remove(header::CONTENT_TYPE);
+    BoxBody::new(())
 }
 
 #[cfg(test)]

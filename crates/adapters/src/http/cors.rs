@@ -46,9 +46,16 @@ const MAX_AGE: &str = "86400";
 /// `Idempotent-Replayed` (C7), so a browser client can tell a replay.
 const EXPOSED: &str = "etag, location, link, x-total-count, retry-after, ratelimit-policy, \
                        ratelimit-limit, ratelimit-remaining, ratelimit-reset, idempotent-replayed";
-/// The request headers an answer depends on, for caches
+/// The request headers a preflight's answer depends on, for caches
 /// (<https://fetch.spec.whatwg.org/#cors-protocol-and-http-caches>).
-const VARY: &str = "Origin, Access-Control-Request-Method, Access-Control-Request-Headers";
+static PREFLIGHT_VARY: HeaderValue = HeaderValue::from_static(
+    "Origin, Access-Control-Request-Method, Access-Control-Request-Headers",
+);
+/// The one request header the CORS part of an actual request's answer
+/// depends on: the two `Access-Control-Request-*` headers are sent only on
+/// preflights, which are never answered by a route, so naming them on every
+/// response told a cache nothing and cost 57 bytes a response.
+static ACTUAL_VARY: HeaderValue = HeaderValue::from_static("Origin");
 
 /// A preflight: `OPTIONS` with `Access-Control-Request-Method`.
 pub(crate) fn is_preflight(request: &ServiceRequest) -> bool {
@@ -87,7 +94,7 @@ pub(crate) fn answer_preflight(request: ServiceRequest) -> ServiceResponse<BoxBo
         {
             headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, requested.clone());
         }
-        add_vary(headers);
+        add_vary(headers, &PREFLIGHT_VARY);
     }
     request.into_response(answer)
 }
@@ -118,7 +125,7 @@ pub(crate) fn decorate(headers: &mut HeaderMap, origin: bool) {
             ],
         );
     }
-    add_vary(headers);
+    add_vary(headers, &ACTUAL_VARY);
 }
 
 /// Sets each header to its constant value.
@@ -128,15 +135,16 @@ fn set_all<const N: usize>(headers: &mut HeaderMap, values: [(HeaderName, &'stat
     }
 }
 
-/// Adds the CORS request headers to `Vary`, after any the route named.
-fn add_vary(headers: &mut HeaderMap) {
+/// Adds the CORS request headers `vary` to `Vary`, after any the route
+/// named.
+fn add_vary(headers: &mut HeaderMap, vary: &HeaderValue) {
     let value = match headers.get(header::VARY) {
-        None => HeaderValue::from_static(VARY),
+        None => vary.clone(),
         Some(named) => {
-            let mut value = Vec::with_capacity(named.len() + 2 + VARY.len());
+            let mut value = Vec::with_capacity(named.len() + 2 + vary.len());
             value.extend_from_slice(named.as_bytes());
             value.extend_from_slice(b", ");
-            value.extend_from_slice(VARY.as_bytes());
+            value.extend_from_slice(vary.as_bytes());
             // Both parts are valid header values, and so is their join.
             match HeaderValue::from_bytes(&value) {
                 Ok(value) => value,
@@ -162,13 +170,13 @@ mod tests {
     fn vary_is_extended_not_replaced() {
         let mut headers = HeaderMap::new();
         headers.insert(header::VARY, HeaderValue::from_static("Accept"));
-        add_vary(&mut headers);
+        add_vary(&mut headers, &PREFLIGHT_VARY);
         assert_eq!(
             headers.get(header::VARY).unwrap(),
-            &format!("Accept, {VARY}")
+            &format!("Accept, {}", PREFLIGHT_VARY.to_str().unwrap())
         );
         let mut headers = HeaderMap::new();
-        add_vary(&mut headers);
-        assert_eq!(headers.get(header::VARY).unwrap(), VARY);
+        add_vary(&mut headers, &ACTUAL_VARY);
+        assert_eq!(headers.get(header::VARY).unwrap(), "Origin");
     }
 }

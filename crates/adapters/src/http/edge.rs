@@ -50,6 +50,7 @@ use actix_web::middleware::Next;
 use super::connection::{self, Draining};
 use super::metrics::RequestMetrics;
 use super::rate_limit::{Admission, Limiter};
+use super::request_log::{RequestLog, RequestRecord};
 use super::{conditional, cors};
 
 /// The status logged for a request whose client closed or reset the
@@ -59,7 +60,8 @@ pub const CLIENT_CLOSED: u16 = 499;
 
 /// The request line still to be written; written on drop as
 /// [`CLIENT_CLOSED`] when the request's future is dropped before a response.
-struct RequestLine {
+struct RequestLine<'a> {
+    log: &'a dyn RequestLog,
     method: Method,
     /// Cloning a `Uri` shares its bytes: no copy of the path per request.
     uri: Uri,
@@ -67,31 +69,22 @@ struct RequestLine {
     written: bool,
 }
 
-impl RequestLine {
+impl RequestLine<'_> {
     fn write(&mut self, status: u16, latency: Duration) {
         self.written = true;
-        tracing::info!(
-            target: "items_service::request",
-            method = %self.method,
-            path = self.uri.path(),
+        self.log.write(&RequestRecord {
+            method: self.method.as_str(),
+            path: self.uri.path(),
             status,
-            latency_us = latency.as_micros() as u64,
-        );
+            latency_us: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+        });
     }
 }
 
-impl Drop for RequestLine {
+impl Drop for RequestLine<'_> {
     fn drop(&mut self) {
         if !self.written {
-            self.written = true;
-            tracing::info!(
-                target: "items_service::request",
-                method = %self.method,
-                path = self.uri.path(),
-                status = CLIENT_CLOSED,
-                latency_us = self.started.elapsed().as_micros() as u64,
-                "the client went away before the response",
-            );
+            self.write(CLIENT_CLOSED, self.started.elapsed());
         }
     }
 }
@@ -103,6 +96,7 @@ pub(crate) struct Edge {
     /// Shared by every worker, so a client's budget is per process (or per
     /// fleet, over Redis), not per worker thread.
     pub(crate) limiter: Arc<Limiter>,
+    pub(crate) request_log: Arc<dyn RequestLog>,
 }
 
 /// The middleware (see the module's documentation).
@@ -112,6 +106,7 @@ pub(crate) async fn edge(
     next: Next<BoxBody>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let mut line = RequestLine {
+        log: &*edge.request_log,
         method: request.method().clone(),
         uri: request.uri().clone(),
         started: Instant::now(),

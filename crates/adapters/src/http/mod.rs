@@ -24,6 +24,7 @@ pub mod openapi;
 pub mod problem;
 mod products;
 mod rate_limit;
+mod request_log;
 mod respond;
 mod routes;
 mod server;
@@ -41,6 +42,7 @@ pub use body::BodyLimits;
 pub use connection::Draining;
 pub use edge::CLIENT_CLOSED;
 pub use rate_limit::RateLimitSettings;
+pub use request_log::{REQUEST_TARGET, RequestLog, RequestRecord, TracingRequestLog};
 pub use routes::route_table;
 pub use server::{HttpServer, HttpServerHandle};
 pub use uploads::UploadLimits;
@@ -91,4 +93,7 @@ pub struct HttpSettings {
     /// Set when the service begins to stop: responses then say
     /// `Connection: close` (C1).
     pub draining: Draining,
+    /// Where the one line per request goes (C1); by default a `tracing`
+    /// event ([`TracingRequestLog`]).
+    pub request_log: Arc<dyn RequestLog>,
 }

@@ -1,10 +1,14 @@
 //! Small builders for the success responses the handlers send.
 
+use std::sync::OnceLock;
+
 use actix_web::HttpResponse;
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
+use actix_web::web::Bytes;
 use serde::Serialize;
 
+use super::conditional::etag_of;
 use super::problem::{ApiError, TEXT_PLAIN};
 
 pub(crate) const APPLICATION_JSON: &str = "application/json";
@@ -37,4 +41,100 @@ pub(crate) fn text(body: impl Into<String>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type(TEXT_PLAIN)
         .body(body.into())
+}
+
+/// A `200` whose body never changes (`GET /`, `GET /data`,
+/// `GET /products/{id}`): built and hashed once, on first use, not per
+/// request. The edge, finding its entity tag (C7) set, only compares it
+/// with `If-None-Match`.
+#[derive(Debug)]
+pub(crate) struct Constant {
+    content_type: HeaderValue,
+    make: fn() -> Vec<u8>,
+    made: OnceLock<Made>,
+}
+
+/// A constant's body and tag, leaked once, so that every response shares
+/// them without a reference count to write.
+#[derive(Debug)]
+struct Made {
+    body: &'static [u8],
+    tag: HeaderValue,
+}
+
+impl Constant {
+    /// A `text/plain; charset=utf-8` body (C4).
+    pub(crate) const fn text(make: fn() -> Vec<u8>) -> Self {
+        Self::new(HeaderValue::from_static(TEXT_PLAIN), make)
+    }
+
+    /// An `application/json` body.
+    pub(crate) const fn json(make: fn() -> Vec<u8>) -> Self {
+        Self::new(HeaderValue::from_static(APPLICATION_JSON), make)
+    }
+
+    const fn new(content_type: HeaderValue, make: fn() -> Vec<u8>) -> Self {
+        Self {
+            content_type,
+            make,
+            made: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn respond(&'static self) -> HttpResponse {
+        let made = self.made.get_or_init(|| {
+            let body: &'static [u8] = Box::leak((self.make)().into_boxed_slice());
+            let tag: &'static str = Box::leak(etag_of(body).into_boxed_str());
+            Made {
+                body,
+                tag: HeaderValue::from_static(tag),
+            }
+        });
+        // Not through `HttpResponseBuilder`, whose generic header insert
+        // cost more than the rest of the handler (callgrind).
+        let mut response = HttpResponse::with_body(StatusCode::OK, Bytes::from_static(made.body));
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, self.content_type.clone());
+        headers.insert(header::ETAG, made.tag.clone());
+        response.map_into_boxed_body()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix_web::body::MessageBody;
+
+    use super::*;
+
+    #[test]
+    fn a_constant_is_sent_with_the_tag_of_its_exact_bytes_made_once_c7() {
+        static HELLO: Constant = Constant::text(|| b"Hello World!".to_vec());
+
+        let first = HELLO.respond();
+        let second = HELLO.respond();
+
+        assert_eq!(first.status(), StatusCode::OK);
+        assert_eq!(
+            first.headers().get(header::CONTENT_TYPE).unwrap(),
+            TEXT_PLAIN
+        );
+        assert_eq!(
+            first.headers().get(header::ETAG).unwrap(),
+            etag_of(b"Hello World!").as_str()
+        );
+        assert_eq!(
+            first.headers().get(header::ETAG),
+            second.headers().get(header::ETAG)
+        );
+        let body = first.into_body().try_into_bytes().ok().unwrap();
+        assert_eq!(body, "Hello World!");
+        let made = HELLO.made.get().unwrap();
+        assert!(
+            std::ptr::eq(
+                made.body,
+                &*second.into_body().try_into_bytes().ok().unwrap()
+            ),
+            "the second response shares the first's bytes"
+        );
+    }
 }

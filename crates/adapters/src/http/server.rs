@@ -103,12 +103,14 @@ impl HttpServer {
         // (or per fleet, over Redis), not per worker thread.
         let limiter = Arc::new(Limiter::new(settings.rate_limit, services.rate_limits));
         let draining = settings.draining;
+        let request_log = settings.request_log;
         let server = actix_web::HttpServer::new(move || {
             // Built once per worker thread: its metric handles are its own.
             let edge_state = Rc::new(Edge {
                 draining: draining.clone(),
                 metrics: RequestMetrics::new(),
                 limiter: Arc::clone(&limiter),
+                request_log: Arc::clone(&request_log),
             });
             // One layer around the routes: connection fate, metrics, CORS,
             // the limiter, ETags, nosniff and the log line, in the order
@@ -177,6 +179,7 @@ impl Default for HttpSettings {
             upload_limits: UploadLimits::default(),
             rate_limit: RateLimitSettings::default(),
             draining: super::Draining::default(),
+            request_log: super::request_log::default_sink(),
         }
     }
 }

@@ -73,6 +73,62 @@ async fn browsers_may_read_the_headers_that_matter_c8() {
     }
 }
 
+/// The names a `Vary` header lists, lower-cased.
+fn varies_by(response: &reqwest::Response) -> Vec<String> {
+    header(response, "vary")
+        .split(',')
+        .map(|name| name.trim().to_lowercase())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+#[tokio::test]
+async fn responses_with_and_without_origin_say_they_vary_by_origin_so_caches_keep_them_apart_c8() {
+    // A response made without `Origin` has no CORS headers: a shared cache
+    // must not hand it to a browser's cross-origin request.
+    let app = TestApp::in_memory().await;
+    app.create_item("one").await;
+
+    for path in ["/", "/items/1", "/items/99", "/nowhere"] {
+        for origin in [None, Some(ORIGIN)] {
+            let mut request = app.request(Method::GET, path);
+            if let Some(origin) = origin {
+                request = request.header("origin", origin);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(
+                varies_by(&response),
+                ["origin"],
+                "GET {path}, origin {origin:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_preflight_answer_varies_by_origin_and_the_requested_method_and_headers_c8() {
+    let app = TestApp::in_memory().await;
+
+    let response = app
+        .request(Method::OPTIONS, "/items")
+        .header("origin", ORIGIN)
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type")
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(response.status(), 204);
+    assert_eq!(
+        varies_by(&response),
+        [
+            "origin",
+            "access-control-request-method",
+            "access-control-request-headers"
+        ]
+    );
+}
+
 #[tokio::test]
 async fn a_preflight_gets_204_with_methods_requested_headers_and_max_age_c8() {
     let app = TestApp::in_memory().await;

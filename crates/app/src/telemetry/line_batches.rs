@@ -57,6 +57,15 @@ impl std::fmt::Debug for LineBatches {
     }
 }
 
+impl LineBatches {
+    /// Lets `write` add whole lines (each ending in a newline) to the
+    /// calling thread's buffer, in place: the request lines are written
+    /// there directly, with no copy of their own.
+    pub fn append_with(&self, write: impl FnOnce(&mut Vec<u8>)) {
+        self.shared.append_with(write);
+    }
+}
+
 /// Writes what is still buffered when dropped (at exit).
 #[must_use = "dropping the guard stops the log's writer"]
 pub struct LogWriterGuard {
@@ -146,6 +155,12 @@ impl Shared {
 
     /// Adds `bytes` to the calling thread's buffer.
     fn append(&self, bytes: &[u8]) {
+        self.append_with(|lines| lines.extend_from_slice(bytes));
+    }
+
+    /// Lets `write` add to the calling thread's buffer.
+    fn append_with(&self, write: impl FnOnce(&mut Vec<u8>)) {
+        let mut write = Some(write);
         let appended = MINE.try_with(|mine| {
             let Ok(mut mine) = mine.try_borrow_mut() else {
                 return false;
@@ -155,27 +170,30 @@ impl Shared {
                 lock(&self.buffers).push(Arc::clone(&buffer));
                 *mine = Some((self.id, buffer));
             }
-            let Some((_, buffer)) = &*mine else {
+            let (Some((_, buffer)), Some(write)) = (&*mine, write.take()) else {
                 return false;
             };
-            self.push(buffer, bytes);
+            self.push(buffer, write);
             true
         });
-        if appended != Ok(true) {
-            self.push(&self.homeless, bytes);
+        if appended != Ok(true)
+            && let Some(write) = write
+        {
+            self.push(&self.homeless, write);
         }
     }
 
-    fn push(&self, buffer: &Buffer, bytes: &[u8]) {
+    fn push(&self, buffer: &Buffer, write: impl FnOnce(&mut Vec<u8>)) {
         let mut lines = lock(&buffer.lines);
-        if lines.len() + bytes.len() > MAX_BUFFERED {
+        let before = lines.len();
+        write(&mut lines);
+        if lines.len() > MAX_BUFFERED {
+            lines.truncate(before);
             return;
         }
-        let was_empty = lines.is_empty();
-        lines.extend_from_slice(bytes);
         drop(lines);
         // Lines already waiting mean the writer is due anyway.
-        if was_empty {
+        if before == 0 {
             self.wake();
         }
     }
@@ -357,7 +375,7 @@ mod tests {
         let buffer = Buffer::default();
         let line = vec![b'x'; 1024];
         for _ in 0..(MAX_BUFFERED / line.len() + 10) {
-            shared.push(&buffer, &line);
+            shared.push(&buffer, |lines| lines.extend_from_slice(&line));
         }
         assert_eq!(lock(&buffer.lines).len(), MAX_BUFFERED);
     }

@@ -1,99 +1,90 @@
-//! The text log's fast path for its most frequent line, the one per request.
+//! The text log's request lines, written straight into the log's buffers.
 //!
-//! tracing-subscriber's default text format writes every line through
-//! `core::fmt`: the timestamp field by field, the level and the target
-//! through `nu_ansi_term` styles (even with colours off), each field's value
-//! through its `Debug`. Profiled (`callgrind`, `GET /`), that came to about
-//! 8,000 instructions per request: 45% of what the service spent above a
-//! bare actix-web handler. [`TextLines`] writes the same bytes for events of
-//! the request target with plain string copies — the date and time up to
-//! the second formatted once per second and thread, integers with `itoa`,
-//! strings copied as they are when they need no escaping — and hands every
-//! other event to the default format. A unit test holds the two to the same
-//! bytes.
+//! The HTTP adapter hands every request to a [`RequestLog`]; by default it
+//! becomes a `tracing` event, which tracing-subscriber's text format writes
+//! through `core::fmt`: the dispatch through every layer, the fields visited
+//! one by one, the timestamp field by field, the level and target through
+//! `nu_ansi_term` styles even with colours off. For the line the service
+//! writes most, [`TextRequestLog`] writes the same bytes itself, with string
+//! copies: the date and time up to the second formatted once per second and
+//! thread, integers with `itoa`. Profiled (`callgrind`, `GET /`), the event
+//! cost about 8,000 instructions per request with the default format, 1,900
+//! with a fast formatter behind the event, and the direct line ~500
+//! (`docs/performance.md`). A unit test holds the direct line to the default
+//! format byte for byte.
+//!
+//! `RUST_LOG` still decides: [`text_request_log`] asks `tracing`, once the
+//! subscriber is installed, whether it lets request lines through (its
+//! filter is fixed from then on), and writes them directly only then. A
+//! line the plain copy cannot write as the default format would (a path that
+//! needs escaping, a client that went away, which carries a message) is
+//! handed to the event as before.
 
 use std::cell::Cell;
-use std::fmt::{self, Write as _};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use tracing::field::{Field, Visit};
-use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::fmt::FmtContext;
-use tracing_subscriber::fmt::format::{Format, FormatEvent, FormatFields, Writer};
+use items_adapters::http::{REQUEST_TARGET, RequestLog, RequestRecord, TracingRequestLog};
+use tracing::Level;
+use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime as DefaultTimer};
-use tracing_subscriber::registry::LookupSpan;
 
-/// The target of the HTTP adapter's one line per request.
-pub const REQUEST_TARGET: &str = "items_service::request";
+use super::line_batches::LineBatches;
 
-/// The text format: request lines on the fast path, the rest as
-/// tracing-subscriber's default `Full` format writes them.
-#[derive(Debug, Default)]
-pub struct TextLines {
-    full: Format,
-}
-
-impl<S, N> FormatEvent<S, N> for TextLines
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-    N: for<'a> FormatFields<'a> + 'static,
-{
-    fn format_event(
-        &self,
-        ctx: &FmtContext<'_, S, N>,
-        mut writer: Writer<'_>,
-        event: &Event<'_>,
-    ) -> fmt::Result {
-        let metadata = event.metadata();
-        // Colours and span prefixes are the default format's business; the
-        // service writes neither for its request lines.
-        if metadata.target() != REQUEST_TARGET
-            || writer.has_ansi_escapes()
-            || ctx.event_scope().is_some()
-        {
-            return self.full.format_event(ctx, writer, event);
-        }
-        LINE.with_borrow_mut(|line| {
-            // The whole line is put together here and handed to the writer
-            // in one call: each of the writer's calls is a dynamic one.
-            line.clear();
-            write_timestamp(line, SystemTime::now())?;
-            line.push(' ');
-            line.push_str(level_label(metadata.level()));
-            line.push(' ');
-            line.push_str(metadata.target());
-            line.push_str(": ");
-            let mut fields = PlainFields {
-                line: &mut *line,
-                first: true,
-                supported: true,
-            };
-            event.record(&mut fields);
-            if !fields.supported {
-                return self.full.format_event(ctx, writer, event);
-            }
-            #[cfg(test)]
-            tests::FAST_LINES.with(|count| count.set(count.get() + 1));
-            line.push('\n');
-            writer.write_str(line)
-        })
+/// The request log of a text log written through `lines`, under the
+/// subscriber installed now: the direct lines when it lets request lines
+/// through, else the events, which it then drops at their callsite. Asking
+/// per request cost 200 instructions: the filter's interest in the target is
+/// "sometimes", since the log's layers filter on their own.
+pub fn text_request_log(lines: LineBatches) -> Arc<dyn RequestLog> {
+    if tracing::enabled!(target: REQUEST_TARGET, Level::INFO) {
+        Arc::new(TextRequestLog { lines })
+    } else {
+        Arc::new(TracingRequestLog)
     }
 }
 
-/// The level as the default format pads it without colours.
-fn level_label(level: &Level) -> &'static str {
-    match *level {
-        Level::TRACE => "TRACE",
-        Level::DEBUG => "DEBUG",
-        Level::INFO => " INFO",
-        Level::WARN => " WARN",
-        Level::ERROR => "ERROR",
+/// Request lines written directly into the log's per-thread buffers (see
+/// the module's documentation).
+#[derive(Debug)]
+struct TextRequestLog {
+    lines: LineBatches,
+}
+
+impl RequestLog for TextRequestLog {
+    fn write(&self, record: &RequestRecord<'_>) {
+        if record.client_went_away() || !needs_no_escaping(record.path) {
+            return TracingRequestLog.write(record);
+        }
+        let now = SystemTime::now();
+        self.lines
+            .append_with(|buffer| write_line(buffer, record, now));
+    }
+}
+
+/// The line the default text format writes for the request event:
+/// `<time>  INFO items_service::request: method=GET path="/" status=200
+/// latency_us=17` and a newline.
+fn write_line(line: &mut Vec<u8>, record: &RequestRecord<'_>, now: SystemTime) {
+    write_timestamp(line, now);
+    for part in [
+        "  INFO ",
+        REQUEST_TARGET,
+        ": method=",
+        record.method,
+        " path=\"",
+        record.path,
+        "\" status=",
+        itoa::Buffer::new().format(record.status),
+        " latency_us=",
+        itoa::Buffer::new().format(record.latency_us),
+        "\n",
+    ] {
+        line.extend_from_slice(part.as_bytes());
     }
 }
 
 thread_local! {
-    /// The fields of the line being written, reused from line to line.
-    static LINE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
     /// The last second written by this thread and its text,
     /// `YYYY-MM-DDTHH:MM:SS.`: a busy worker formats the date once a second.
     static SECOND: Cell<(u64, [u8; 20])> = const { Cell::new((u64::MAX, [0; 20])) };
@@ -102,9 +93,9 @@ thread_local! {
 /// `2026-11-23T16:50:00.123456Z`, UTC with microseconds, as
 /// tracing-subscriber's `SystemTime` timer writes it. Outside 1970–9999
 /// (a clock gone wrong) that timer writes the time itself.
-fn write_timestamp(line: &mut String, now: SystemTime) -> fmt::Result {
+fn write_timestamp(line: &mut Vec<u8>, now: SystemTime) {
     let Ok(since_epoch) = now.duration_since(UNIX_EPOCH) else {
-        return DefaultTimer.format_time(&mut Writer::new(line));
+        return write_default_time(line);
     };
     let seconds = since_epoch.as_secs();
     let prefix = SECOND.with(|cached| {
@@ -117,7 +108,7 @@ fn write_timestamp(line: &mut String, now: SystemTime) -> fmt::Result {
         Some(text)
     });
     let Some(prefix) = prefix else {
-        return DefaultTimer.format_time(&mut Writer::new(line));
+        return write_default_time(line);
     };
     // The prefix is ASCII digits and separators, and so are the micros.
     let mut text = [b'0'; 27];
@@ -128,8 +119,15 @@ fn write_timestamp(line: &mut String, now: SystemTime) -> fmt::Result {
         value /= 10;
     }
     text[26] = b'Z';
-    line.push_str(std::str::from_utf8(&text).map_err(|_| fmt::Error)?);
-    Ok(())
+    line.extend_from_slice(&text);
+}
+
+/// The time as tracing-subscriber's `SystemTime` timer writes it (the
+/// current time, whatever was asked: it reads the clock itself).
+fn write_default_time(line: &mut Vec<u8>) {
+    let mut time = String::new();
+    let _ = DefaultTimer.format_time(&mut Writer::new(&mut time));
+    line.extend_from_slice(time.as_bytes());
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.` for a second since the epoch; `None` past 9999.
@@ -185,73 +183,6 @@ fn civil_from_days(days: i64) -> (i64, u64, u64) {
     } as u64;
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
-}
-
-/// Writes fields as the default format's visitor does (`name=value`,
-/// separated by a space, values as their `Debug`), without going through
-/// `core::fmt` for strings and integers. A `message` (which the default
-/// format writes without its name and with terminal escapes neutralised)
-/// and an error (with its chain of sources) are left to the default format:
-/// the request line has neither.
-struct PlainFields<'a> {
-    line: &'a mut String,
-    first: bool,
-    supported: bool,
-}
-
-impl PlainFields<'_> {
-    /// Writes the separator and `name=`; `None` when the field is left to
-    /// the default format.
-    fn start(&mut self, field: &Field) -> Option<&mut String> {
-        let name = field.name();
-        if !self.supported || name == "message" {
-            self.supported = false;
-            return None;
-        }
-        if !self.first {
-            self.line.push(' ');
-        }
-        self.first = false;
-        self.line.push_str(name.strip_prefix("r#").unwrap_or(name));
-        self.line.push('=');
-        Some(self.line)
-    }
-}
-
-impl Visit for PlainFields<'_> {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if let Some(line) = self.start(field) {
-            if needs_no_escaping(value) {
-                line.push('"');
-                line.push_str(value);
-                line.push('"');
-            } else {
-                let _ = write!(line, "{value:?}");
-            }
-        }
-    }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        if let Some(line) = self.start(field) {
-            line.push_str(itoa::Buffer::new().format(value));
-        }
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        if let Some(line) = self.start(field) {
-            line.push_str(itoa::Buffer::new().format(value));
-        }
-    }
-
-    fn record_error(&mut self, _: &Field, _: &(dyn std::error::Error + 'static)) {
-        self.supported = false;
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if let Some(line) = self.start(field) {
-            let _ = write!(line, "{value:?}");
-        }
-    }
 }
 
 /// A string whose `Debug` is itself in quotes: printable ASCII without `"`

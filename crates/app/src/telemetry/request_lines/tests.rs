@@ -1,4 +1,4 @@
-//! The fast path writes exactly what the default text format writes.
+//! The direct request line writes exactly what the default text format writes for the event.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
@@ -7,11 +7,6 @@ use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 
 use super::*;
-
-thread_local! {
-    /// Lines written by the fast path on this thread.
-    pub(super) static FAST_LINES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-}
 
 /// A writer that keeps every line, shared with the test.
 #[derive(Clone, Default)]
@@ -38,7 +33,7 @@ impl<'a> MakeWriter<'a> for Captured {
 
 impl Captured {
     /// The lines written, without their timestamps (27 characters and a
-    /// space), which differ by the time each format read the clock.
+    /// space), which differ by the time each was written.
     fn lines(&self) -> Vec<String> {
         String::from_utf8(self.0.lock().unwrap().clone())
             .unwrap()
@@ -48,75 +43,144 @@ impl Captured {
     }
 }
 
-/// The events a log may see: request lines as the HTTP adapter writes
-/// them, with paths that need escaping, and other shapes of event.
-fn emit_events() {
-    for path in [
-        "/",
-        "/items/7",
-        "/a\"b",
-        "/a\\b",
-        "/é",
-        "/\u{1b}[31m",
-        "/\t",
-    ] {
-        tracing::info!(
-            target: REQUEST_TARGET,
-            method = %"GET",
-            path,
-            status = 200_u16,
-            latency_us = 17_u64,
-        );
+fn record(method: &'static str, path: &'static str, status: u16) -> RequestRecord<'static> {
+    RequestRecord {
+        method,
+        path,
+        status,
+        latency_us: 17,
     }
-    tracing::warn!(target: REQUEST_TARGET, r#type = "x", delta = -3_i64, ok = true, ratio = 0.5);
-    tracing::info!(target: REQUEST_TARGET, "a message \u{1b}[31m with {}", 1);
-    let error = std::io::Error::other("disk full");
-    tracing::error!(target: REQUEST_TARGET, error = &error as &(dyn std::error::Error + 'static));
-    tracing::info!(target: "items_service", store = "memory", "listening");
-    let span = tracing::info_span!("work", id = 3);
-    let _entered = span.enter();
-    tracing::info!(target: REQUEST_TARGET, method = %"PUT", path = "/items/1");
 }
 
-fn lines_of(
-    format: impl FormatEvent<
-        tracing_subscriber::Registry,
-        tracing_subscriber::fmt::format::DefaultFields,
-    > + Send
-    + Sync
-    + 'static,
-) -> Vec<String> {
+/// Requests whose lines the direct path writes itself.
+const PLAIN: [RequestRecord<'static>; 4] = [
+    RequestRecord {
+        method: "GET",
+        path: "/",
+        status: 200,
+        latency_us: 17,
+    },
+    RequestRecord {
+        method: "PUT",
+        path: "/items/7",
+        status: 404,
+        latency_us: 0,
+    },
+    RequestRecord {
+        method: "PROPFIND",
+        path: "/a%20b?",
+        status: 405,
+        latency_us: u64::MAX,
+    },
+    RequestRecord {
+        method: "POST",
+        path: "",
+        status: 201,
+        latency_us: 1_234_567,
+    },
+];
+
+/// What tracing-subscriber's default text format, as the log installs it,
+/// writes for the request events of the HTTP adapter's default sink, under
+/// `filter`.
+fn default_format_lines(filter: &str, log: impl FnOnce()) -> Vec<String> {
     let captured = Captured::default();
     let layer = tracing_subscriber::fmt::layer()
         .with_ansi(false)
-        .with_writer(captured.clone())
-        .event_format(format);
-    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), emit_events);
+        .with_writer(captured.clone());
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_subscriber::EnvFilter::new(filter))
+        .with(layer);
+    tracing::subscriber::with_default(subscriber, log);
     captured.lines()
 }
 
 #[test]
-fn request_lines_are_byte_for_byte_the_default_text_format() {
-    let fast = lines_of(TextLines::default());
+fn the_direct_line_is_byte_for_byte_the_default_text_format_of_the_event_c1() {
+    let events = default_format_lines("info", || {
+        for record in &PLAIN {
+            TracingRequestLog.write(record);
+        }
+    });
+    let direct: Vec<String> = PLAIN
+        .iter()
+        .map(|record| {
+            let mut line = Vec::new();
+            write_line(&mut line, record, SystemTime::now());
+            let line = String::from_utf8(line).unwrap();
+            assert!(line.ends_with('\n'), "one whole line: {line:?}");
+            line.trim_end()[28..].to_owned()
+        })
+        .collect();
+    assert_eq!(direct, events);
     assert_eq!(
-        FAST_LINES.get(),
-        8,
-        "the seven request lines and the warning take the fast path; the message, the error, the other target and the span do not"
-    );
-    let default = lines_of(Format::default());
-    assert_eq!(fast.len(), 12);
-    assert_eq!(fast, default);
-    assert_eq!(
-        fast[0],
+        direct[0],
         " INFO items_service::request: method=GET path=\"/\" status=200 latency_us=17"
     );
 }
 
+/// What a [`TextRequestLog`] writes under `filter`: the lines it wrote
+/// itself, and the lines that went through the event.
+fn text_request_log_lines(
+    filter: &str,
+    records: &[RequestRecord<'_>],
+) -> (Vec<String>, Vec<String>) {
+    let direct = Captured::default();
+    let (lines, guard) = super::super::line_batches::start(direct.clone()).unwrap();
+    let events = default_format_lines(filter, || {
+        let log = text_request_log(lines);
+        for record in records {
+            log.write(record);
+        }
+    });
+    drop(guard); // writes what is still buffered
+    (direct.lines(), events)
+}
+
+#[test]
+fn plain_lines_are_written_directly_and_the_others_go_through_the_event_c1() {
+    let escaped = record("GET", "/a\"b\u{1b}[31m", 404);
+    let gone = record("POST", "/profile", items_adapters::http::CLIENT_CLOSED);
+    let mut records = PLAIN.to_vec();
+    records.extend([escaped, gone]);
+
+    let (direct, events) = text_request_log_lines("info", &records);
+
+    assert_eq!(direct.len(), PLAIN.len(), "{direct:?}");
+    assert!(direct[0].ends_with("method=GET path=\"/\" status=200 latency_us=17"));
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        events[0].contains(r#"path="/a\"b\u{1b}[31m""#),
+        "escaped as the default format escapes: {}",
+        events[0]
+    );
+    assert!(
+        events[1].contains("the client went away before the response")
+            && events[1].contains("status=499"),
+        "{}",
+        events[1]
+    );
+}
+
+#[test]
+fn rust_log_still_silences_the_request_lines_c1() {
+    let records = [PLAIN[0], record("GET", "/a\"b", 200)];
+    for filter in ["warn", "info,items_service::request=warn", "off"] {
+        let (direct, events) = text_request_log_lines(filter, &records);
+        assert!(
+            direct.is_empty() && events.is_empty(),
+            "{filter}: {direct:?} {events:?}"
+        );
+    }
+    let (direct, events) = text_request_log_lines("warn,items_service::request=info", &records);
+    assert_eq!((direct.len(), events.len()), (1, 1));
+}
+
 fn timestamp(seconds: u64, micros: u32) -> String {
-    let mut text = String::new();
+    let mut text = Vec::new();
     let at = UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_micros(u64::from(micros));
-    write_timestamp(&mut text, at).unwrap();
-    text
+    write_timestamp(&mut text, at);
+    String::from_utf8(text).unwrap()
 }
 
 #[test]
@@ -162,12 +226,12 @@ fn the_date_of_every_day_from_1970_to_2400_is_the_calendar_s() {
 
 #[test]
 fn a_clock_before_1970_is_left_to_the_default_timer() {
-    let mut text = String::new();
+    let mut text = Vec::new();
     let before = UNIX_EPOCH - Duration::from_secs(1);
-    write_timestamp(&mut text, before).unwrap();
+    write_timestamp(&mut text, before);
     assert_eq!(
         text.len(),
         27,
-        "the default timer writes the current time: {text}"
+        "the default timer writes the current time: {text:?}"
     );
 }

@@ -1,0 +1,81 @@
+//! Where the edge's one line per request goes (C1: one line per request,
+//! its level from `RUST_LOG`).
+//!
+//! By default ([`TracingRequestLog`]) the line is a `tracing` event at
+//! `INFO` on the target [`REQUEST_TARGET`], so any subscriber, a test's or an
+//! embedder's, sees it as it sees every other event. A program that owns its
+//! log can hand the edge a [`RequestLog`] of its own through
+//! [`super::HttpSettings::request_log`]: the `items-service` binary writes
+//! its text lines straight into its log buffers, since an event's trip
+//! through the subscriber (the dispatch through every layer, then a visit of
+//! each field) cost 1,800 instructions of a `GET /` that a bare actix-web
+//! handler serves in 17,000 (callgrind; `docs/performance.md`).
+
+use std::fmt;
+use std::sync::Arc;
+
+/// The target of the request lines, as `RUST_LOG` names it
+/// (`items_service::request=warn` silences them).
+pub const REQUEST_TARGET: &str = "items_service::request";
+
+/// What the log is told about one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestRecord<'a> {
+    /// The request's method, as sent.
+    pub method: &'a str,
+    /// The request's path, without its query.
+    pub path: &'a str,
+    /// The response's status; [`super::CLIENT_CLOSED`] when the client went
+    /// away before a response was ready.
+    pub status: u16,
+    /// From the request's arrival to its response (or to the client's
+    /// leaving), in microseconds.
+    pub latency_us: u64,
+}
+
+impl RequestRecord<'_> {
+    /// Whether the client went away before the response was ready.
+    pub fn client_went_away(&self) -> bool {
+        self.status == super::CLIENT_CLOSED
+    }
+}
+
+/// A sink for request lines. Implementations decide themselves whether the
+/// line is wanted (the default asks `tracing`'s filter) and must not block:
+/// they run on the worker serving the request.
+pub trait RequestLog: fmt::Debug + Send + Sync + 'static {
+    /// Logs one request.
+    fn write(&self, record: &RequestRecord<'_>);
+}
+
+/// The sink the edge uses unless told otherwise.
+pub(crate) fn default_sink() -> Arc<dyn RequestLog> {
+    Arc::new(TracingRequestLog)
+}
+
+/// Request lines as `tracing` events (see the module's documentation).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TracingRequestLog;
+
+impl RequestLog for TracingRequestLog {
+    fn write(&self, record: &RequestRecord<'_>) {
+        if record.client_went_away() {
+            tracing::info!(
+                target: REQUEST_TARGET,
+                method = %record.method,
+                path = record.path,
+                status = record.status,
+                latency_us = record.latency_us,
+                "the client went away before the response",
+            );
+        } else {
+            tracing::info!(
+                target: REQUEST_TARGET,
+                method = %record.method,
+                path = record.path,
+                status = record.status,
+                latency_us = record.latency_us,
+            );
+        }
+    }
+}
