@@ -26,15 +26,14 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::io::Write;
+
 use items_domain::Spent;
-use redis::Script;
-use redis::aio::ConnectionManager;
 
 use super::health::Health;
+use super::link::{Arguments, Link, Script};
+use super::resp::Command;
 use crate::batch::{Batch, Batches};
-
-/// Why a decision that waited out its bound failed.
-const TIMED_OUT: &str = "no answer within the rate-limit store's time bound";
 
 /// One GCRA step to take in Redis, and when its caller stops waiting.
 #[derive(Debug)]
@@ -70,7 +69,7 @@ impl Failure {
 /// thread ended) or its runtime drops it.
 pub(super) async fn lane(
     mut batches: Batches<Decision, Answer>,
-    mut connection: ConnectionManager,
+    mut link: Link,
     script: Arc<Script>,
     prefix: Arc<str>,
     health: Arc<Health>,
@@ -82,7 +81,7 @@ pub(super) async fn lane(
             batch.answer_each(|_| Err(Failure::Skipped));
             continue;
         }
-        match call(&mut connection, &script, &prefix, &batch).await {
+        match call(&mut link, &script, &prefix, &batch).await {
             Ok(spent) => {
                 health.answered();
                 batch.answer(spent.into_iter().map(Ok));
@@ -138,7 +137,7 @@ const LEAST_ROUND_TRIP: Duration = Duration::from_millis(10);
 /// oldest decision's deadline (or [`LEAST_ROUND_TRIP`] from now, if later);
 /// one [`Spent`] per decision, in order.
 async fn call(
-    connection: &mut ConnectionManager,
+    link: &mut Link,
     script: &Script,
     prefix: &str,
     batch: &Batch<Decision, Answer>,
@@ -165,21 +164,14 @@ async fn call(
         places.push((group, groups[group].count));
         groups[group].count += 1;
     }
-    let mut invocation = script.prepare_invoke();
-    for group in &groups {
-        invocation.key(format!("{prefix}{}", group.client));
-        invocation
-            .arg(group.period)
-            .arg(group.tolerance)
-            .arg(group.count);
-    }
-    let reply = tokio::time::timeout_at(
-        deadline.into(),
-        invocation.invoke_async::<Vec<i64>>(connection),
-    )
-    .await
-    .map_err(|_| TIMED_OUT.to_owned())?
-    .map_err(|error| error.to_string())?;
+    let arguments = Groups {
+        prefix,
+        groups: &groups,
+    };
+    let reply = link
+        .run(script, &arguments, deadline.into())
+        .await
+        .map_err(|error| error.to_string())?;
     if reply.len() != 2 * groups.len() {
         return Err(format!(
             "the script answered {} numbers for {} groups",
@@ -217,6 +209,53 @@ struct Group {
     count: u64,
 }
 
+/// A batch's groups as the script's keys and arguments (`gcra.lua`).
+struct Groups<'a> {
+    prefix: &'a str,
+    groups: &'a [Group],
+}
+
+impl Arguments for Groups<'_> {
+    fn counts(&self) -> (usize, usize) {
+        (self.groups.len(), 3 * self.groups.len())
+    }
+
+    fn write(&self, command: &mut Command) {
+        for group in self.groups {
+            command.part_with(|key| {
+                key.extend_from_slice(self.prefix.as_bytes());
+                write_address(key, group.client);
+            });
+        }
+        for group in self.groups {
+            command
+                .number_part(group.period)
+                .number_part(group.tolerance)
+                .number_part(group.count);
+        }
+    }
+}
+/// `client` as `Display` writes it. An IPv4 address, the usual case, is
+/// written octet by octet: through `core::fmt` it cost about 800
+/// instructions, more than the rest of the batch's encoding.
+fn write_address(out: &mut Vec<u8>, client: IpAddr) {
+    match client {
+        IpAddr::V4(address) => {
+            let mut digits = itoa::Buffer::new();
+            for (index, octet) in address.octets().into_iter().enumerate() {
+                if index > 0 {
+                    out.push(b'.');
+                }
+                out.extend_from_slice(digits.format(octet).as_bytes());
+            }
+        }
+        IpAddr::V6(address) => {
+            // Writing into a `Vec` cannot fail.
+            let _ = write!(out, "{address}");
+        }
+    }
+}
+
 fn non_negative(number: i64) -> u64 {
     u64::try_from(number).unwrap_or(0)
 }
@@ -242,11 +281,9 @@ mod tests {
         }
     }
 
-    async fn connect() -> ConnectionManager {
+    fn link() -> Link {
         let redis = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
-        ConnectionManager::new(redis)
-            .await
-            .expect("Redis must answer on 127.0.0.1:6379")
+        Link::new(redis.get_connection_info().clone())
     }
 
     fn unique_prefix() -> String {
@@ -262,7 +299,7 @@ mod tests {
         // A lane that shares a busy worker's thread may take a batch up
         // late; the lateness is the worker's, so Redis still gets a round
         // trip's time rather than the decisions failing unasked.
-        let mut connection = connect().await;
+        let mut link = link();
         let prefix = unique_prefix();
         let client = IpAddr::from([203, 0, 113, 3]);
         let (queue, mut batches) = batch::queue::<Decision, Answer>(4);
@@ -273,9 +310,9 @@ mod tests {
         let caller = tokio::spawn(async move { queue.submit(late).await });
         let batch = batches.next().await.unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let script = Script::new(include_str!("gcra.lua"));
+        let script = Script::gcra();
 
-        let spent = call(&mut connection, &script, &prefix, &batch).await;
+        let spent = call(&mut link, &script, &prefix, &batch).await;
 
         let spent = spent.expect("decided in Redis, not timed out");
         assert_eq!(spent.len(), 1);
@@ -287,7 +324,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_call_decides_each_decision_of_a_key_that_comes_many_times_in_order_c9() {
-        let mut connection = connect().await;
+        let mut link = link();
         let prefix = unique_prefix();
         let clients = [
             IpAddr::from([203, 0, 113, 1]),
@@ -311,10 +348,8 @@ mod tests {
         let batch = batches.next().await.unwrap();
         assert_eq!(batch.len(), 20);
         let order: Vec<IpAddr> = batch.work().map(|decision| decision.client).collect();
-        let script = Script::new(include_str!("gcra.lua"));
-        let spent = call(&mut connection, &script, &prefix, &batch)
-            .await
-            .unwrap();
+        let script = Script::gcra();
+        let spent = call(&mut link, &script, &prefix, &batch).await.unwrap();
         batch.answer(spent.iter().copied().map(Ok));
 
         // Per key, in queue order: the budget's `limit` requests pass, each
@@ -339,6 +374,21 @@ mod tests {
 
     fn micros(duration: Duration) -> u64 {
         u64::try_from(duration.as_micros()).unwrap()
+    }
+
+    #[test]
+    fn a_key_names_the_client_as_display_writes_it_c9() {
+        for client in [
+            IpAddr::from([0, 0, 0, 0]),
+            IpAddr::from([203, 0, 113, 7]),
+            IpAddr::from([255, 255, 255, 255]),
+            "2001:db8::1".parse().unwrap(),
+            "::ffff:192.0.2.1".parse().unwrap(),
+        ] {
+            let mut written = Vec::new();
+            write_address(&mut written, client);
+            assert_eq!(String::from_utf8(written).unwrap(), client.to_string());
+        }
     }
 
     /// The clients of the batch [`next_batch`] takes when one decision is

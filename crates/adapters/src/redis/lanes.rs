@@ -33,6 +33,7 @@ use redis::aio::ConnectionManager;
 
 use super::Shared;
 use super::coalesce::{self, Answer, Decision};
+use super::link::Link;
 use crate::batch;
 
 /// The most decisions queued at once on one thread, and so in one script
@@ -82,10 +83,11 @@ pub(super) fn of_this_thread(store: &Arc<Shared>) -> redis::RedisResult<Arc<Lane
 fn start(store: &Shared) -> redis::RedisResult<Lane> {
     let connection =
         ConnectionManager::new_lazy_with_config(store.client.clone(), store.config.clone())?;
+    let link = Link::new(store.client.get_connection_info().clone());
     let (queue, batches) = batch::queue(QUEUE_CAPACITY);
     tokio::spawn(coalesce::lane(
         batches,
-        connection.clone(),
+        link,
         Arc::clone(&store.script),
         Arc::clone(&store.prefix),
         Arc::clone(&store.health),

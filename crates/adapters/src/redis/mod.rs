@@ -28,14 +28,16 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use items_domain::{DependencyDown, Gcra, HealthCheck, RateLimitStore, RateLimitStoreError, Spent};
+use redis::Client;
 use redis::aio::ConnectionManagerConfig;
-use redis::{Client, Script};
 
 use crate::batch;
 
 mod coalesce;
 mod health;
 mod lanes;
+mod link;
+mod resp;
 
 use coalesce::{Decision, Failure};
 use health::Health;
@@ -61,7 +63,7 @@ pub struct RedisRateLimitStore {
 struct Shared {
     client: Client,
     config: ConnectionManagerConfig,
-    script: Arc<Script>,
+    script: Arc<link::Script>,
     prefix: Arc<str>,
     health: Arc<Health>,
 }
@@ -100,7 +102,7 @@ impl RedisRateLimitStore {
             shared: Arc::new(Shared {
                 client,
                 config,
-                script: Arc::new(Script::new(include_str!("gcra.lua"))),
+                script: Arc::new(link::Script::gcra()),
                 prefix: prefix.into(),
                 health: Arc::new(Health::new(RETRY_EVERY)),
             }),
