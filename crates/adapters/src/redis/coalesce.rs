@@ -30,10 +30,10 @@ use std::io::Write;
 
 use items_domain::Spent;
 
+use super::decisions::{Decisions, Taken};
 use super::health::Health;
 use super::link::{Arguments, Link, Script};
 use super::resp::Command;
-use crate::batch::{Batch, Batches};
 
 /// One GCRA step to take in Redis, and when its caller stops waiting.
 #[derive(Debug)]
@@ -64,42 +64,59 @@ impl Failure {
     }
 }
 
+/// The most decisions one script call carries; what is queued beyond
+/// waits for the next call. The queue itself is bounded by the requests
+/// its worker serves at once (one decision each).
+const MOST_PER_CALL: usize = 512;
+
 /// The lane of one thread (`lanes.rs`): a batch, one script call, the
-/// answers; until every queue handle is gone (the store was dropped, or the
-/// thread ended) or its runtime drops it.
+/// answers; until its store is gone and nothing is queued, or its runtime
+/// drops it (then every decision still waiting fails at once).
 pub(super) async fn lane(
-    mut batches: Batches<Decision, Answer>,
+    decisions: Arc<Decisions>,
     mut link: Link,
     script: Arc<Script>,
     prefix: Arc<str>,
     health: Arc<Health>,
 ) {
+    let _failed_if_dropped = FailAllOnDrop(Arc::clone(&decisions));
+    let mut batch = Vec::new();
     let mut busy = false;
-    while let Some(batch) = next_batch(&mut batches, busy).await {
+    while next_batch(&decisions, &mut batch, busy).await {
         busy = batch.len() > 1;
         if health.wait_before_retry(Instant::now()) {
-            batch.answer_each(|_| Err(Failure::Skipped));
+            decisions.answer(&mut batch, [], &Failure::Skipped);
             continue;
         }
         match call(&mut link, &script, &prefix, &batch).await {
             Ok(spent) => {
                 health.answered();
-                batch.answer(spent.into_iter().map(Ok));
+                let short = Failure::new("the script answered too few decisions");
+                decisions.answer(&mut batch, spent.into_iter().map(Ok), &short);
             }
             Err(cause) => {
                 // Marked here too, so the decisions already queued behind
                 // this batch are not sent to a Redis that just failed.
                 health.failed(&cause);
-                let failure = Failure::new(cause);
-                batch.answer_each(|_| Err(failure.clone()));
+                decisions.answer(&mut batch, [], &Failure::new(cause));
             }
         }
     }
 }
 
-/// The next batch: waits for a decision and, when the lane is `busy` (its
-/// last batch held more than one), lets the thread's other ready tasks run
-/// once before it takes every decision queued by then.
+/// Fails what still waits when the lane's task ends or is dropped.
+struct FailAllOnDrop(Arc<Decisions>);
+
+impl Drop for FailAllOnDrop {
+    fn drop(&mut self) {
+        self.0.fail_all();
+    }
+}
+
+/// Fills `batch` with the next decisions: waits for one and, when the lane
+/// is `busy` (its last batch held more than one), lets the thread's other
+/// ready tasks run once before it takes every decision queued by then.
+/// False once the lane is to stop.
 ///
 /// Under load the first decision wakes the lane while its worker is still
 /// serving the requests it read in the same pass; their decisions come a
@@ -111,18 +128,14 @@ pub(super) async fn lane(
 /// worker's core): about 23 → 40 decisions per call, and 0.67–0.71 →
 /// 0.74–0.75 of the limiter-off throughput. A lane that is not busy sends
 /// at once: that turn cost one client about 20 µs per request.
-async fn next_batch(
-    batches: &mut Batches<Decision, Answer>,
-    busy: bool,
-) -> Option<Batch<Decision, Answer>> {
-    let mut batch = batches.next().await?;
-    if busy {
+async fn next_batch(decisions: &Decisions, batch: &mut Vec<Taken>, busy: bool) -> bool {
+    let taken =
+        std::future::poll_fn(|cx| decisions.poll_take(cx.waker(), batch, MOST_PER_CALL)).await;
+    if taken && busy {
         tokio::task::yield_now().await;
-        if let Some(later) = batches.try_next() {
-            batch.extend(later);
-        }
+        decisions.take_more(batch, MOST_PER_CALL);
     }
-    Some(batch)
+    taken
 }
 
 /// The least time a batch is given in Redis once it is sent, even when its
@@ -140,27 +153,35 @@ async fn call(
     link: &mut Link,
     script: &Script,
     prefix: &str,
-    batch: &Batch<Decision, Answer>,
+    batch: &[Taken],
 ) -> Result<Vec<Spent>, String> {
-    let Some(oldest) = batch.work().map(|decision| decision.deadline).min() else {
+    let Some(oldest) = batch.iter().map(|taken| taken.decision.deadline).min() else {
         return Ok(Vec::new());
     };
     let deadline = oldest.max(Instant::now() + LEAST_ROUND_TRIP);
     // Each decision's group, and its place in the group's queue order.
+    // The previous decision's group is tried first: a busy client's
+    // decisions come in runs, and hashing each one cost more than the rest
+    // of its share of the batch.
     let mut groups: Vec<Group> = Vec::new();
     let mut group_of: HashMap<(IpAddr, u64, u64), usize> = HashMap::new();
     let mut places: Vec<(usize, u64)> = Vec::with_capacity(batch.len());
-    for decision in batch.work() {
+    let mut previous: Option<usize> = None;
+    for Taken { decision, .. } in batch {
         let policy = (decision.client, decision.period, decision.tolerance);
-        let group = *group_of.entry(policy).or_insert_with(|| {
-            groups.push(Group {
-                client: decision.client,
-                period: decision.period,
-                tolerance: decision.tolerance,
-                count: 0,
-            });
-            groups.len() - 1
+        let same_as_previous = previous.filter(|&group| groups[group].policy() == policy);
+        let group = same_as_previous.unwrap_or_else(|| {
+            *group_of.entry(policy).or_insert_with(|| {
+                groups.push(Group {
+                    client: decision.client,
+                    period: decision.period,
+                    tolerance: decision.tolerance,
+                    count: 0,
+                });
+                groups.len() - 1
+            })
         });
+        previous = Some(group);
         places.push((group, groups[group].count));
         groups[group].count += 1;
     }
@@ -207,6 +228,12 @@ struct Group {
     period: u64,
     tolerance: u64,
     count: u64,
+}
+
+impl Group {
+    fn policy(&self) -> (IpAddr, u64, u64) {
+        (self.client, self.period, self.tolerance)
+    }
 }
 
 /// A batch's groups as the script's keys and arguments (`gcra.lua`).
@@ -268,7 +295,7 @@ mod tests {
     use std::time::{SystemTime, UNIX_EPOCH};
 
     use super::*;
-    use crate::batch;
+    use crate::redis::decisions::Asked;
 
     const SECOND: u64 = 1_000_000;
 
@@ -302,13 +329,13 @@ mod tests {
         let mut link = link();
         let prefix = unique_prefix();
         let client = IpAddr::from([203, 0, 113, 3]);
-        let (queue, mut batches) = batch::queue::<Decision, Answer>(4);
+        let decisions = Arc::new(Decisions::default());
         let late = Decision {
             deadline: Instant::now(),
             ..decision(client, 2)
         };
-        let caller = tokio::spawn(async move { queue.submit(late).await });
-        let batch = batches.next().await.unwrap();
+        let asked = decisions.ask(late).expect("the lane is open");
+        let mut batch = take(&decisions).await;
         tokio::time::sleep(Duration::from_millis(5)).await;
         let script = Script::gcra();
 
@@ -318,8 +345,8 @@ mod tests {
         assert_eq!(spent.len(), 1);
         assert!(spent[0].allowed);
         assert_eq!(spent[0].until_full, Duration::from_secs(1));
-        batch.answer(spent.into_iter().map(Ok));
-        assert!(caller.await.unwrap().unwrap().is_ok());
+        decisions.answer(&mut batch, spent.into_iter().map(Ok), &unused());
+        assert!(asked.await.is_ok());
     }
 
     #[tokio::test]
@@ -334,23 +361,16 @@ mod tests {
 
         // Twenty decisions, the two clients alternating, all queued before the
         // lane takes them: one batch, one script call.
-        let (queue, mut batches) = batch::queue::<Decision, Answer>(64);
-        let callers: Vec<_> = (0..20)
-            .map(|n| {
-                let queue = queue.clone();
-                let decision = decision(clients[n % 2], limit);
-                tokio::spawn(async move { queue.submit(decision).await })
-            })
+        let decisions = Arc::new(Decisions::default());
+        let callers: Vec<Asked> = (0..20)
+            .map(|n| decisions.ask(decision(clients[n % 2], limit)).unwrap())
             .collect();
-        while queue.queued() < 20 {
-            tokio::task::yield_now().await;
-        }
-        let batch = batches.next().await.unwrap();
+        let mut batch = take(&decisions).await;
         assert_eq!(batch.len(), 20);
-        let order: Vec<IpAddr> = batch.work().map(|decision| decision.client).collect();
+        let order: Vec<IpAddr> = batch.iter().map(|taken| taken.decision.client).collect();
         let script = Script::gcra();
         let spent = call(&mut link, &script, &prefix, &batch).await.unwrap();
-        batch.answer(spent.iter().copied().map(Ok));
+        decisions.answer(&mut batch, spent.iter().copied().map(Ok), &unused());
 
         // Per key, in queue order: the budget's `limit` requests pass, each
         // a period further from full (one clock reading for the batch), and
@@ -368,7 +388,7 @@ mod tests {
             assert_eq!(decided, expected, "{client}");
         }
         for caller in callers {
-            assert!(caller.await.unwrap().is_ok(), "every caller got its answer");
+            assert!(caller.await.is_ok(), "every caller got its answer");
         }
     }
 
@@ -397,28 +417,47 @@ mod tests {
     /// runtime has one thread, as an actix-web worker has: the order is the
     /// scheduler's, not a matter of timing.
     async fn batch_of_two_asked_in_one_pass(busy: bool) -> Vec<IpAddr> {
-        let (queue, mut batches) = batch::queue::<Decision, Answer>(8);
-        let lane = tokio::spawn(async move {
-            let batch = next_batch(&mut batches, busy).await.expect("a batch");
-            let clients: Vec<IpAddr> = batch.work().map(|decision| decision.client).collect();
-            batch.answer_each(|_| Err(Failure::Skipped));
-            clients
+        let decisions = Arc::new(Decisions::default());
+        let lane = tokio::spawn({
+            let decisions = Arc::clone(&decisions);
+            async move {
+                let mut batch = Vec::new();
+                assert!(next_batch(&decisions, &mut batch, busy).await, "a batch");
+                let clients: Vec<IpAddr> =
+                    batch.iter().map(|taken| taken.decision.client).collect();
+                decisions.answer(&mut batch, [], &Failure::Skipped);
+                clients
+            }
         });
         tokio::task::yield_now().await;
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let first = queue
-            .enqueue_by(decision(FIRST, 2), deadline.into())
-            .await
-            .expect("queued");
+        let first = decisions.ask(decision(FIRST, 2)).expect("queued");
         let second = tokio::spawn({
-            let queue = queue.clone();
-            async move { queue.submit(decision(SECOND_CLIENT, 2)).await }
+            let decisions = Arc::clone(&decisions);
+            async move {
+                decisions
+                    .ask(decision(SECOND_CLIENT, 2))
+                    .expect("queued")
+                    .await
+            }
         });
         let clients = lane.await.expect("the lane ran");
-        drop(queue);
-        assert!(first.wait().await.is_ok(), "the first was answered");
+        assert!(
+            matches!(first.await, Err(Failure::Skipped)),
+            "the first was answered"
+        );
         drop(second);
         clients
+    }
+
+    /// What the lane takes next, waiting for it.
+    async fn take(decisions: &Decisions) -> Vec<Taken> {
+        let mut batch = Vec::new();
+        assert!(next_batch(decisions, &mut batch, false).await);
+        batch
+    }
+
+    fn unused() -> Failure {
+        Failure::new("every decision was answered")
     }
 
     const FIRST: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(203, 0, 113, 4));

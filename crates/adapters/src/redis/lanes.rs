@@ -32,67 +32,108 @@ use std::sync::{Arc, Weak};
 use redis::aio::ConnectionManager;
 
 use super::Shared;
-use super::coalesce::{self, Answer, Decision};
+use super::coalesce::{self, Decision};
+use super::decisions::{Asked, Decisions};
 use super::link::Link;
-use crate::batch;
 
-/// The most decisions queued at once on one thread, and so in one script
-/// call: a caller finding the queue full waits for room, which the lane
-/// makes within one call's time bound.
-const QUEUE_CAPACITY: usize = 512;
-
-/// A thread's way to Redis for one store.
+/// A thread's way to Redis for one store. Dropped (its store gone, or its
+/// thread ended), it closes its queue, and its task ends once it has
+/// answered what was queued.
 pub(super) struct Lane {
     /// Where the thread's decisions queue for the next script call.
-    pub(super) queue: batch::Queue<Decision, Answer>,
-    /// The lane's connection, for the health check's `PING`.
+    decisions: Arc<Decisions>,
+    /// A connection of the redis crate's, for the health check's `PING`.
     pub(super) connection: ConnectionManager,
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        self.decisions.close();
+    }
 }
 
 thread_local! {
     /// This thread's lanes, one per live store (a process has one store;
     /// tests have several).
-    static LANES: RefCell<Vec<(Weak<Shared>, Arc<Lane>)>> = const { RefCell::new(Vec::new()) };
+    static LANES: RefCell<Vec<(Weak<Shared>, Lane)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// This thread's lane for `store`, started on the current runtime when the
-/// thread has none (or its lane has ended).
+/// Queues `decision` on this thread's lane for `store`, started on the
+/// current runtime when the thread has none (or its lane has ended).
 ///
 /// # Errors
-/// When the connection cannot be set up (never for a URL that opened).
-pub(super) fn of_this_thread(store: &Arc<Shared>) -> redis::RedisResult<Arc<Lane>> {
+/// When a lane's connection cannot be set up (never for a URL that
+/// opened).
+pub(super) fn ask(store: &Arc<Shared>, decision: Decision) -> redis::RedisResult<Asked> {
     LANES.with_borrow_mut(|lanes| {
-        // A pointer comparison, not `Arc::downgrade`: that would write the
-        // store's reference count, shared by every worker, per decision. A
-        // `Weak` keeps its allocation, so no later store can take the
-        // address of one whose lane is still listed here.
-        let mine = |owner: &Weak<Shared>| std::ptr::eq(owner.as_ptr(), Arc::as_ptr(store));
-        if let Some((_, lane)) = lanes.iter().find(|(owner, _)| mine(owner))
-            && !lane.queue.is_stopped()
-        {
-            return Ok(Arc::clone(lane));
-        }
-        // Lanes of dropped stores, and lanes whose runtime ended, go.
-        lanes.retain(|(owner, lane)| owner.strong_count() > 0 && !lane.queue.is_stopped());
-        let lane = Arc::new(start(store)?);
-        lanes.push((Arc::downgrade(store), Arc::clone(&lane)));
-        Ok(lane)
+        let decision = match lanes.iter().find(|(owner, _)| is_of(owner, store)) {
+            Some((_, lane)) => match lane.decisions.ask(decision) {
+                Ok(asked) => return Ok(asked),
+                Err(refused) => refused,
+            },
+            None => decision,
+        };
+        let lane = open_lane(lanes, store)?;
+        lane.decisions.ask(decision).map_err(|_| stopped())
     })
+}
+
+/// The health check's connection of this thread's lane for `store`
+/// (started as [`ask`] starts one).
+///
+/// # Errors
+/// As [`ask`].
+pub(super) fn connection(store: &Arc<Shared>) -> redis::RedisResult<ConnectionManager> {
+    LANES.with_borrow_mut(|lanes| Ok(open_lane(lanes, store)?.connection.clone()))
+}
+
+/// Whether a lane listed for `owner` is `store`'s. A pointer comparison,
+/// not `Arc::downgrade`: that would write the store's reference count,
+/// shared by every worker, per decision. A `Weak` keeps its allocation, so
+/// no later store can take the address of one whose lane is still listed.
+fn is_of(owner: &Weak<Shared>, store: &Arc<Shared>) -> bool {
+    std::ptr::eq(owner.as_ptr(), Arc::as_ptr(store))
+}
+
+/// `store`'s open lane on this thread, started when there is none; lanes
+/// of dropped stores, and lanes that ended, go.
+fn open_lane<'a>(
+    lanes: &'a mut Vec<(Weak<Shared>, Lane)>,
+    store: &Arc<Shared>,
+) -> redis::RedisResult<&'a Lane> {
+    let open =
+        |owner: &Weak<Shared>, lane: &Lane| owner.strong_count() > 0 && !lane.decisions.is_closed();
+    lanes.retain(|(owner, lane)| open(owner, lane));
+    let index = match lanes.iter().position(|(owner, _)| is_of(owner, store)) {
+        Some(index) => index,
+        None => {
+            lanes.push((Arc::downgrade(store), start(store)?));
+            lanes.len() - 1
+        }
+    };
+    Ok(&lanes[index].1)
 }
 
 fn start(store: &Shared) -> redis::RedisResult<Lane> {
     let connection =
         ConnectionManager::new_lazy_with_config(store.client.clone(), store.config.clone())?;
     let link = Link::new(store.client.get_connection_info().clone());
-    let (queue, batches) = batch::queue(QUEUE_CAPACITY);
+    let decisions = Arc::new(Decisions::default());
     tokio::spawn(coalesce::lane(
-        batches,
+        Arc::clone(&decisions),
         link,
         Arc::clone(&store.script),
         Arc::clone(&store.prefix),
         Arc::clone(&store.health),
     ));
-    Ok(Lane { queue, connection })
+    Ok(Lane {
+        decisions,
+        connection,
+    })
+}
+
+fn stopped() -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Io, "the Redis lane has stopped"))
 }
 
 #[cfg(test)]
@@ -118,6 +159,17 @@ mod tests {
         LANES.with_borrow(Vec::len)
     }
 
+    /// The queue of this thread's lane for `store`.
+    fn lane_here(store: &RedisRateLimitStore) -> Arc<Decisions> {
+        LANES.with_borrow(|lanes| {
+            let (_, lane) = lanes
+                .iter()
+                .find(|(owner, _)| is_of(owner, &store.shared))
+                .expect("a lane on this thread");
+            Arc::clone(&lane.decisions)
+        })
+    }
+
     fn on_a_new_runtime<T>(work: impl Future<Output = T>) -> T {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -139,9 +191,9 @@ mod tests {
         let store = Arc::new(store());
         let (here, twice_here) = on_a_new_runtime(async {
             assert!(spend(&store).await, "Redis must answer on 127.0.0.1:6379");
-            let here = of_this_thread(&store.shared).unwrap();
-            let again = of_this_thread(&store.shared).unwrap();
-            (here, again)
+            let here = lane_here(&store);
+            assert!(spend(&store).await);
+            (here, lane_here(&store))
         });
         assert!(Arc::ptr_eq(&here, &twice_here));
         let elsewhere = {
@@ -149,7 +201,7 @@ mod tests {
             std::thread::spawn(move || {
                 on_a_new_runtime(async move {
                     assert!(spend(&store).await);
-                    of_this_thread(&store.shared).unwrap()
+                    lane_here(&store)
                 })
             })
             .join()
@@ -163,14 +215,14 @@ mod tests {
         let store = store();
         let first = on_a_new_runtime(async {
             assert!(spend(&store).await, "Redis must answer on 127.0.0.1:6379");
-            of_this_thread(&store.shared).unwrap()
+            lane_here(&store)
         });
         // The runtime is gone, and the lane's task with it.
-        assert!(first.queue.is_stopped());
+        assert!(first.is_closed());
 
         let (second, decided) = on_a_new_runtime(async {
             let decided = spend(&store).await;
-            (of_this_thread(&store.shared).unwrap(), decided)
+            (lane_here(&store), decided)
         });
 
         assert!(decided, "decided in Redis, not failed on the ended lane");

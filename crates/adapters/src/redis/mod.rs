@@ -31,9 +31,8 @@ use items_domain::{DependencyDown, Gcra, HealthCheck, RateLimitStore, RateLimitS
 use redis::Client;
 use redis::aio::ConnectionManagerConfig;
 
-use crate::batch;
-
 mod coalesce;
+mod decisions;
 mod health;
 mod lanes;
 mod link;
@@ -114,12 +113,9 @@ impl RedisRateLimitStore {
     /// by the batch's bound, and it runs on this same thread, so a caller
     /// that could still be woken by a timer is woken by its answer.
     async fn decide(&self, decision: Decision) -> coalesce::Answer {
-        let lane =
-            lanes::of_this_thread(&self.shared).map_err(|error| Failure::new(error.to_string()))?;
-        lane.queue
-            .submit(decision)
+        lanes::ask(&self.shared, decision)
+            .map_err(|error| Failure::new(error.to_string()))?
             .await
-            .map_err(|batch::Stopped| Failure::new("the Redis lane has stopped"))?
     }
 }
 
@@ -160,8 +156,7 @@ impl HealthCheck for RedisRateLimitStore {
     }
 
     async fn ping(&self) -> Result<(), DependencyDown> {
-        let lane = lanes::of_this_thread(&self.shared).map_err(DependencyDown::new)?;
-        let mut connection = lane.connection.clone();
+        let mut connection = lanes::connection(&self.shared).map_err(DependencyDown::new)?;
         let command = redis::cmd("PING");
         let ping = command.query_async::<String>(&mut connection);
         match tokio::time::timeout(Self::TIMEOUT * 10, ping).await {
