@@ -1,10 +1,11 @@
 //! Coalesced decisions: the GCRA steps that queue while a script call is in
 //! flight go to Redis together, in one `EVALSHA` over all their keys (C9).
 //!
-//! This is the group commit of [`crate::batch`] applied to Redis: a lane
-//! waits for the first decision, takes with it every decision queued while
-//! its previous call ran, sends them as one call of `gcra.lua` and answers
-//! each caller. There is no timer: a decision that finds the lane idle goes
+//! This is the group commit of [`crate::batch`] applied to Redis, on a
+//! queue of its own (`decisions.rs`): a lane waits for the first decision,
+//! takes with it every decision queued while its previous call ran, sends
+//! them as one call of `gcra.lua` over its own connection (`link.rs`) and
+//! answers each caller. There is no timer: a decision that finds the lane idle goes
 //! at once, and under load a batch is what arrived during one round trip and
 //! one more turn of the thread's scheduler ([`next_batch`]). A batch is sent
 //! as one group per client (and policy): the key once and how many decisions

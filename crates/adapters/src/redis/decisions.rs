@@ -11,7 +11,8 @@
 //! then left). So here a decision is a slot in one table under one lock
 //! that nobody else contends for: asked, taken, answered, read back, and
 //! the slot used again. Measured with callgrind under 50 concurrent
-//! clients: docs/performance.md, "A table of slots".
+//! clients: docs/performance.md, "An own connection and a table of
+//! slots".
 //!
 //! A slot carries a generation, so an answer for a caller that left,
 //! whose slot a later decision has taken since, is dropped rather than

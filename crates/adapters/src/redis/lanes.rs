@@ -22,9 +22,11 @@
 //! rather than failing decisions that Redis was never given the chance to
 //! take.
 //!
-//! A lane ends when its runtime does (its task is dropped with it) or when
-//! the store is dropped and the thread next looks for a lane; a thread that
-//! finds its lane ended starts a new one.
+//! A lane ends when its runtime does (its task is dropped with it, and
+//! every decision still waiting fails at once, to be counted locally) or
+//! when the store is dropped and the thread next looks for a lane (its task
+//! answers what was queued, then ends); a thread that finds its lane ended
+//! starts a new one.
 
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};

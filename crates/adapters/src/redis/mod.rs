@@ -120,7 +120,8 @@ impl RateLimitStore for RedisRateLimitStore {
         // future async_trait boxes stays small (120 bytes, not 216): a
         // worker has one per request in flight, and at that size glibc
         // keeps the freed ones on a fast list instead of sorting them into
-        // its bins (callgrind: docs/performance.md, "A table of slots").
+        // its bins (callgrind: docs/performance.md, "An own connection and
+        // a table of slots").
         let answer = self.ask(client, gcra)?.await;
         self.settle(answer)
     }
