@@ -40,6 +40,8 @@ pub(super) struct Decisions {
 struct Table {
     /// Asked and not yet taken by the lane, in the order asked.
     queued: Vec<Taken>,
+    /// As many as the most decisions ever waiting at once on the lane's
+    /// thread (one per request its worker serves at once), kept for reuse.
     slots: Vec<Slot>,
     /// Slots no caller holds.
     free: Vec<usize>,
