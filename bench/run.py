@@ -5,7 +5,9 @@ Each server runs pinned to core 0 with one worker (`taskset -c 0`; the
 service sizes its workers from the affinity mask, the baseline is fixed at
 one), wrk runs pinned to core 1. For every scenario both servers start fresh,
 get the same preloaded store, and are measured in turn, A B A B ..., over
-BENCH_ROUNDS rounds of BENCH_SECONDS each; the table shows medians.
+BENCH_ROUNDS rounds of BENCH_SECONDS each; the table shows medians, and beside
+the CPU ratio the range of the rounds' own ratios (each round measures the
+two servers back to back).
 
 CPU time per request is the server's user+system time (from /proc/PID/stat)
 over the measured run divided by the requests it served: the fair figure when
@@ -153,8 +155,12 @@ def measure(config_env, scenario):
             order = servers if round_ % 2 == 0 else list(reversed(servers))
             for server in order:
                 runs[server.name].append(wrk(server, path, script, args))
-        return {who: {key: statistics.median(run[key] for run in results) for key in results[0]}
-                for who, results in runs.items()}
+        medians = {who: {key: statistics.median(run[key] for run in results) for key in results[0]}
+                   for who, results in runs.items()}
+        # Each round's own CPU ratio (the two servers measured back to back),
+        # so the table shows how far the machine moved under the median.
+        medians["rounds"] = [s["cpu_us"] / b["cpu_us"] for s, b in zip(runs["service"], runs["baseline"])]
+        return medians
     finally:
         for server in servers:
             server.stop()
@@ -177,14 +183,15 @@ def main():
     for config, env, only in CONFIGS:
         lines += [f"## {config}", "",
                   "| scenario | service req/s | baseline req/s | ratio | service p50 / p99 ms | baseline p50 / p99 ms "
-                  "| service CPU µs/req | baseline CPU µs/req | CPU ratio |",
+                  "| service CPU µs/req | baseline CPU µs/req | CPU ratio (range over the rounds) |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for scenario in SCENARIOS[: only or len(SCENARIOS)]:
             result = measure(env, scenario)
             s, b = result["service"], result["baseline"]
             line = (f"| {scenario[0]} | {s['rps']:,.0f} | {b['rps']:,.0f} | {s['rps'] / b['rps']:.2f} "
                     f"| {s['p50']:.2f} / {s['p99']:.2f} | {b['p50']:.2f} / {b['p99']:.2f} "
-                    f"| {s['cpu_us']:.1f} | {b['cpu_us']:.1f} | {s['cpu_us'] / b['cpu_us']:.2f} |")
+                    f"| {s['cpu_us']:.1f} | {b['cpu_us']:.1f} | {s['cpu_us'] / b['cpu_us']:.2f} "
+                    f"({min(result['rounds']):.2f}–{max(result['rounds']):.2f}) |")
             if s["non_2xx"] or b["non_2xx"]:
                 line += f" non-2xx: service {s['non_2xx']:.0f}, baseline {b['non_2xx']:.0f}"
             print(line, flush=True)
