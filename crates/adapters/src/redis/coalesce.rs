@@ -23,11 +23,10 @@
 //! round trip ([`LEAST_ROUND_TRIP`]): that wait was the worker's own.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use std::io::Write;
 
 use items_domain::Spent;
 
@@ -165,20 +164,15 @@ async fn call(
     // decisions come in runs, and hashing each one cost more than the rest
     // of its share of the batch.
     let mut groups: Vec<Group> = Vec::new();
-    let mut group_of: HashMap<(IpAddr, u64, u64), usize> = HashMap::new();
+    let mut group_of: HashMap<Policy, usize> = HashMap::new();
     let mut places: Vec<(usize, u64)> = Vec::with_capacity(batch.len());
     let mut previous: Option<usize> = None;
     for Taken { decision, .. } in batch {
-        let policy = (decision.client, decision.period, decision.tolerance);
-        let same_as_previous = previous.filter(|&group| groups[group].policy() == policy);
+        let policy = Policy::of(decision);
+        let same_as_previous = previous.filter(|&group| groups[group].policy == policy);
         let group = same_as_previous.unwrap_or_else(|| {
             *group_of.entry(policy).or_insert_with(|| {
-                groups.push(Group {
-                    client: decision.client,
-                    period: decision.period,
-                    tolerance: decision.tolerance,
-                    count: 0,
-                });
+                groups.push(Group { policy, count: 0 });
                 groups.len() - 1
             })
         });
@@ -209,7 +203,7 @@ async fn call(
         .into_iter()
         .map(|(group, place)| {
             let (start, allowed) = decided[group];
-            let period = groups[group].period;
+            let period = groups[group].policy.period;
             // As separate calls would have answered: allowed while the
             // group's allowed ones last, each a period further from full.
             let owed = (place + 1).min(allowed);
@@ -223,18 +217,28 @@ async fn call(
         .collect())
 }
 
-/// One client's decisions under one policy, sent as one key.
-struct Group {
+/// One client under one GCRA: what a batch's decisions are grouped by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Policy {
     client: IpAddr,
     period: u64,
     tolerance: u64,
-    count: u64,
 }
 
-impl Group {
-    fn policy(&self) -> (IpAddr, u64, u64) {
-        (self.client, self.period, self.tolerance)
+impl Policy {
+    fn of(decision: &Decision) -> Self {
+        Self {
+            client: decision.client,
+            period: decision.period,
+            tolerance: decision.tolerance,
+        }
     }
+}
+
+/// One client's decisions under one policy, sent as one key.
+struct Group {
+    policy: Policy,
+    count: u64,
 }
 
 /// A batch's groups as the script's keys and arguments (`gcra.lua`).
@@ -252,17 +256,18 @@ impl Arguments for Groups<'_> {
         for group in self.groups {
             command.part_with(|key| {
                 key.extend_from_slice(self.prefix.as_bytes());
-                write_address(key, group.client);
+                write_address(key, group.policy.client);
             });
         }
         for group in self.groups {
             command
-                .number_part(group.period)
-                .number_part(group.tolerance)
+                .number_part(group.policy.period)
+                .number_part(group.policy.tolerance)
                 .number_part(group.count);
         }
     }
 }
+
 /// `client` as `Display` writes it. An IPv4 address, the usual case, is
 /// written octet by octet: through `core::fmt` it cost about 800
 /// instructions, more than the rest of the batch's encoding.
@@ -297,6 +302,7 @@ mod tests {
 
     use super::*;
     use crate::redis::decisions::Asked;
+    use crate::redis::micros;
 
     const SECOND: u64 = 1_000_000;
 
@@ -391,10 +397,6 @@ mod tests {
         for caller in callers {
             assert!(caller.await.is_ok(), "every caller got its answer");
         }
-    }
-
-    fn micros(duration: Duration) -> u64 {
-        u64::try_from(duration.as_micros()).unwrap()
     }
 
     #[test]

@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use super::coalesce::{Answer, Decision, Failure};
 
 /// Why a decision of a lane that has stopped was not taken.
-const STOPPED: &str = "the Redis lane has stopped";
+pub(super) const STOPPED: &str = "the Redis lane has stopped";
 
 /// The decisions of one lane.
 #[derive(Debug, Default)]

@@ -35,7 +35,7 @@ use redis::aio::ConnectionManager;
 
 use super::Shared;
 use super::coalesce::{self, Decision};
-use super::decisions::{Asked, Decisions};
+use super::decisions::{Asked, Decisions, STOPPED};
 use super::link::Link;
 
 /// A thread's way to Redis for one store. Dropped (its store gone, or its
@@ -135,7 +135,7 @@ fn start(store: &Shared) -> redis::RedisResult<Lane> {
 }
 
 fn stopped() -> redis::RedisError {
-    redis::RedisError::from((redis::ErrorKind::Io, "the Redis lane has stopped"))
+    redis::RedisError::from((redis::ErrorKind::Io, STOPPED))
 }
 
 #[cfg(test)]
