@@ -328,7 +328,7 @@ impl<O: Operation> Inner<O> {
             self.wake();
         }
         let Some(mut batch) = batch else { return };
-        let (_lane, mut lease) = match taken {
+        let (lane, mut lease) = match taken {
             Ok(taken) => taken,
             Err(error) => return fail(batch, error),
         };
@@ -348,7 +348,7 @@ impl<O: Operation> Inner<O> {
         if let Some(deadline) = batch.deadline() {
             lease.limit(deadline);
         }
-        self.run(&mut lease, batch).await;
+        self.run(&mut lease, lane, batch).await;
     }
 
     /// A lane and a connection for the next batch. A reading kind waits for
@@ -381,11 +381,22 @@ impl<O: Operation> Inner<O> {
         }
     }
 
-    async fn run(&self, lease: &mut Lease, batch: Batch<O::Work, Reply<O>>) {
+    /// Runs a batch's statement in `lane`, then answers each request.
+    async fn run(
+        &self,
+        lease: &mut Lease,
+        lane: OwnedSemaphorePermit,
+        batch: Batch<O::Work, Reply<O>>,
+    ) {
         self.record(batch.len());
         let work: Vec<&O::Work> = batch.work().collect();
         let outputs = statement::<O>(lease, &work).await;
         drop(work);
+        // The lane goes back before the callers are answered: the next
+        // drainer, woken first, runs before the callers' tasks on this
+        // worker and sends its statement while they write their responses,
+        // rather than after all of them.
+        drop(lane);
         match outputs {
             Ok(outputs) if outputs.len() == batch.len() => {
                 batch.answer(outputs.into_iter().map(Ok))
