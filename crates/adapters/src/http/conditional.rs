@@ -118,8 +118,9 @@ pub(crate) async fn tag(
     let tag = etag_of(&bytes);
     let not_modified = none_match_fails(request.headers(), &tag);
     // The header takes the tag's own buffer: no second allocation and copy.
+    // There is no `ETag` to replace (checked above): appended.
     if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(tag)) {
-        response.headers_mut().insert(header::ETAG, value);
+        response.headers_mut().append(header::ETAG, value);
     }
     let response = if not_modified {
         let empty = not_modified_head(response.head_mut());

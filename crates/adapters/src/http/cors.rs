@@ -139,7 +139,8 @@ fn set_all<const N: usize>(headers: &mut HeaderMap, values: [(HeaderName, &'stat
 /// named.
 fn add_vary(headers: &mut HeaderMap, vary: &HeaderValue) {
     let value = match headers.get(header::VARY) {
-        None => vary.clone(),
+        // Nothing to replace: appending skips moving out the old value.
+        None => return headers.append(header::VARY, vary.clone()),
         Some(named) => {
             let mut value = Vec::with_capacity(named.len() + 2 + vary.len());
             value.extend_from_slice(named.as_bytes());

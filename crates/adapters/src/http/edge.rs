@@ -140,7 +140,10 @@ pub(crate) async fn edge(
             }
         }
     };
-    response.headers_mut().insert(
+    // The edge is the only writer of this header, so it is appended (no
+    // replaced value to move out; `every_response_carries_nosniff_c4`
+    // would see a second line).
+    response.headers_mut().append(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );

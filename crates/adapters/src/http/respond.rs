@@ -28,12 +28,15 @@ static TEXT_TYPE: HeaderValue = HeaderValue::from_static(TEXT_PLAIN);
 
 /// A response of `status` with `body` of `content_type`. Not through
 /// `HttpResponseBuilder`, whose generic header insert cost about 400
-/// instructions a response (callgrind, `GET /items/{id}`).
+/// instructions a response (callgrind, `GET /items/{id}`). Headers set on a
+/// response made here are appended: the map is empty, and `append` skips
+/// moving out a replaced value that `insert` returns (about 90
+/// instructions a header, callgrind).
 fn with_type(status: StatusCode, content_type: &HeaderValue, body: Bytes) -> HttpResponse {
     let mut response = HttpResponse::with_body(status, body);
     response
         .headers_mut()
-        .insert(header::CONTENT_TYPE, content_type.clone());
+        .append(header::CONTENT_TYPE, content_type.clone());
     response.map_into_boxed_body()
 }
 
@@ -41,7 +44,7 @@ fn with_type(status: StatusCode, content_type: &HeaderValue, body: Bytes) -> Htt
 pub(crate) fn created(location: String, value: &impl Serialize) -> Result<HttpResponse, ApiError> {
     let mut response = json(StatusCode::CREATED, value)?;
     let location = HeaderValue::try_from(location).map_err(ApiError::internal)?;
-    response.headers_mut().insert(header::LOCATION, location);
+    response.headers_mut().append(header::LOCATION, location);
     Ok(response)
 }
 
@@ -101,8 +104,8 @@ impl Constant {
         // cost more than the rest of the handler (callgrind).
         let mut response = HttpResponse::with_body(StatusCode::OK, Bytes::from_static(made.body));
         let headers = response.headers_mut();
-        headers.insert(header::CONTENT_TYPE, self.content_type.clone());
-        headers.insert(header::ETAG, made.tag.clone());
+        headers.append(header::CONTENT_TYPE, self.content_type.clone());
+        headers.append(header::ETAG, made.tag.clone());
         response.map_into_boxed_body()
     }
 }

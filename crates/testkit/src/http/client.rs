@@ -156,12 +156,15 @@ pub async fn assert_problem(response: Response, status: u16) -> Value {
     body
 }
 
-/// The value of a response header, or "" when absent.
+/// The value of a response header, or "" when absent. A header sent more
+/// than once reads as its values joined by ", " (what HTTP says it means),
+/// so a test expecting one value also fails on a duplicate line.
 pub fn header(response: &Response, name: &str) -> String {
     response
         .headers()
-        .get(name)
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or_default()
-        .to_owned()
+        .get_all(name)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -58,14 +58,14 @@ pub(crate) async fn list(
     let mut response = respond::json(StatusCode::OK, &dtos)?;
     let headers = response.headers_mut();
     let (name, total) = total_count(page.total);
-    headers.insert(name, total);
+    headers.append(name, total);
     let next = page
         .items
         .last()
         .filter(|_| page.has_more)
         .and_then(|last| params.next_link(last.id));
     if let Some(value) = next.and_then(|link| HeaderValue::try_from(link).ok()) {
-        headers.insert(header::LINK, value);
+        headers.append(header::LINK, value);
     }
     Ok(response)
 }
@@ -172,7 +172,7 @@ pub(crate) async fn replace(
     let body = item_json(&item)?;
     let tag = HeaderValue::try_from(etag_of(&body)).map_err(ApiError::internal)?;
     let mut response = respond::json_bytes(StatusCode::OK, body);
-    response.headers_mut().insert(header::ETAG, tag);
+    response.headers_mut().append(header::ETAG, tag);
     Ok(response)
 }
 
