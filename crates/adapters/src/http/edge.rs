@@ -70,13 +70,20 @@ struct RequestLine<'a> {
 }
 
 impl RequestLine<'_> {
-    fn write(&mut self, status: u16, latency: Duration) {
+    /// Reads the clock once: the request's latency and the line's time.
+    fn finish(&self) -> (Instant, Duration) {
+        let finished = Instant::now();
+        (finished, finished.saturating_duration_since(self.started))
+    }
+
+    fn write(&mut self, status: u16, finished: Instant, latency: Duration) {
         self.written = true;
         self.log.write(&RequestRecord {
             method: self.method.as_str(),
             path: self.uri.path(),
             status,
             latency_us: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
+            finished,
         });
     }
 }
@@ -84,7 +91,8 @@ impl RequestLine<'_> {
 impl Drop for RequestLine<'_> {
     fn drop(&mut self) {
         if !self.written {
-            self.write(CLIENT_CLOSED, self.started.elapsed());
+            let (finished, latency) = self.finish();
+            self.write(CLIENT_CLOSED, finished, latency);
         }
     }
 }
@@ -118,7 +126,7 @@ pub(crate) async fn edge(
         cors::answer_preflight(request)
     } else {
         let origin = cors::has_origin(&request);
-        match serve(&edge.limiter, request, &next).await {
+        match serve(&edge.limiter, request, &next, line.started).await {
             Ok(mut response) => {
                 cors::decorate(response.headers_mut(), origin);
                 response
@@ -129,9 +137,9 @@ pub(crate) async fn edge(
             // actix-web renders it.
             Err(mut error) => {
                 let status = error.as_response_error().status_code();
-                let elapsed = line.started.elapsed();
+                let (finished, elapsed) = line.finish();
                 edge.metrics.record(&line.method, None, status, elapsed);
-                line.write(status.as_u16(), elapsed);
+                line.write(status.as_u16(), finished, elapsed);
                 error.add_response_mapper(move |mut response| {
                     cors::decorate(response.headers_mut(), origin);
                     response
@@ -147,7 +155,7 @@ pub(crate) async fn edge(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    let elapsed = line.started.elapsed();
+    let (finished, elapsed) = line.finish();
     let status = response.status();
     edge.metrics.record(
         &line.method,
@@ -155,7 +163,7 @@ pub(crate) async fn edge(
         status,
         elapsed,
     );
-    line.write(status.as_u16(), elapsed);
+    line.write(status.as_u16(), finished, elapsed);
     Ok(connection::finish(response, body.as_ref(), &edge.draining))
 }
 
@@ -164,8 +172,9 @@ async fn serve(
     limiter: &Limiter,
     request: ServiceRequest,
     next: &Next<BoxBody>,
+    arrived: Instant,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let admission = match limiter.admit(&request).await {
+    let admission = match limiter.admit(&request, arrived).await {
         Admission::Refused(refusal) => return Ok(request.into_response(refusal)),
         admission => admission,
     };

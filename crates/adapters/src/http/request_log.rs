@@ -13,6 +13,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// The target of the request lines, as `RUST_LOG` names it
 /// (`items_service::request=warn` silences them).
@@ -31,6 +32,9 @@ pub struct RequestRecord<'a> {
     /// From the request's arrival to its response (or to the client's
     /// leaving), in microseconds.
     pub latency_us: u64,
+    /// When the response was ready (or the client left): the moment the
+    /// line is about, read once by the edge for the latency and the line.
+    pub finished: Instant,
 }
 
 impl RequestRecord<'_> {

@@ -183,7 +183,11 @@ mod tests {
     async fn spend(store: &RedisRateLimitStore) -> bool {
         let gcra = Gcra::new(NonZeroU32::MAX, Duration::from_secs(1));
         store
-            .spend(IpAddr::from([198, 51, 100, 7]), gcra)
+            .spend(
+                IpAddr::from([198, 51, 100, 7]),
+                gcra,
+                std::time::Instant::now(),
+            )
             .await
             .is_ok()
     }

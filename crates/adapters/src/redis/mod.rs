@@ -115,7 +115,14 @@ fn micros(duration: Duration) -> u64 {
 
 #[async_trait]
 impl RateLimitStore for RedisRateLimitStore {
-    async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RateLimitStoreError> {
+    /// Budgets are measured on Redis' clock (`TIME` in the script), one
+    /// for every instance, not on `_arrived`.
+    async fn spend(
+        &self,
+        client: IpAddr,
+        gcra: Gcra,
+        _arrived: Instant,
+    ) -> Result<Spent, RateLimitStoreError> {
         // Only the queued decision's handle lives across the wait, so the
         // future async_trait boxes stays small (120 bytes, not 216): a
         // worker has one per request in flight, and at that size glibc

@@ -71,8 +71,8 @@ async fn the_redis_script_decides_as_the_in_process_gcra_does_c9() {
     let client = IpAddr::from([203, 0, 113, 9]);
 
     for request in 0..6 {
-        let from_redis = redis.spend(client, gcra).await.unwrap();
-        let in_process = local.spend(client, gcra).await.unwrap();
+        let from_redis = redis.spend(client, gcra, Instant::now()).await.unwrap();
+        let in_process = local.spend(client, gcra, Instant::now()).await.unwrap();
         assert_eq!(
             from_redis.allowed, in_process.allowed,
             "request {request}: allowed"
@@ -146,7 +146,10 @@ async fn an_unreachable_redis_leaves_the_instance_on_its_own_budget_at_once_c9()
 async fn warm_up(store: &RedisRateLimitStore) {
     let gcra = Gcra::new(NonZeroU32::MAX, Duration::from_secs(1));
     let warm_up = IpAddr::from([198, 51, 100, 1]);
-    assert!(store.spend(warm_up, gcra).await.is_ok(), "Redis answers");
+    assert!(
+        store.spend(warm_up, gcra, Instant::now()).await.is_ok(),
+        "Redis answers"
+    );
 }
 
 /// `count` requests to `GET /` at once, spread over `apps` in turn; how many
@@ -223,7 +226,7 @@ async fn a_stalled_redis_sends_every_queued_decision_to_the_local_budget_within_
     // Connected and the script loaded: what follows waits on a stall only.
     assert!(
         redis
-            .spend(IpAddr::from([203, 0, 113, 11]), gcra)
+            .spend(IpAddr::from([203, 0, 113, 11]), gcra, Instant::now())
             .await
             .is_ok()
     );
@@ -231,7 +234,7 @@ async fn a_stalled_redis_sends_every_queued_decision_to_the_local_budget_within_
     proxy.freeze();
     let checks = (0..200).map(|_| async {
         let asked = Instant::now();
-        let verdict = limiter.check(client, gcra).await.unwrap();
+        let verdict = limiter.check(client, gcra, Instant::now()).await.unwrap();
         (verdict, asked.elapsed())
     });
     let decided = futures_util::future::join_all(checks).await;
@@ -251,7 +254,7 @@ async fn a_stalled_redis_sends_every_queued_decision_to_the_local_budget_within_
     // Redis answers again: the store returns to it by itself.
     proxy.thaw();
     let back = Instant::now();
-    while redis.spend(client, gcra).await.is_err() {
+    while redis.spend(client, gcra, Instant::now()).await.is_err() {
         assert!(back.elapsed() < Duration::from_secs(10), "back on Redis");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -22,7 +22,7 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use items_adapters::http::{REQUEST_TARGET, RequestLog, RequestRecord, TracingRequestLog};
 use tracing::Level;
@@ -56,17 +56,17 @@ impl RequestLog for TextRequestLog {
         if record.client_went_away() || !needs_no_escaping(record.path) {
             return TracingRequestLog.write(record);
         }
-        let now = SystemTime::now();
+        let finished = since_epoch(record.finished);
         self.lines
-            .append_with(|buffer| write_line(buffer, record, now));
+            .append_with(|buffer| write_line(buffer, record, finished));
     }
 }
 
 /// The line the default text format writes for the request event:
 /// `<time>  INFO items_service::request: method=GET path="/" status=200
 /// latency_us=17` and a newline.
-fn write_line(line: &mut Vec<u8>, record: &RequestRecord<'_>, now: SystemTime) {
-    write_timestamp(line, now);
+fn write_line(line: &mut Vec<u8>, record: &RequestRecord<'_>, since_epoch: Option<Duration>) {
+    write_timestamp(line, since_epoch);
     for part in [
         "  INFO ",
         REQUEST_TARGET,
@@ -84,6 +84,46 @@ fn write_line(line: &mut Vec<u8>, record: &RequestRecord<'_>, now: SystemTime) {
     }
 }
 
+/// How long a thread's reading of both clocks serves: the bound on how far
+/// a line's time may drift from the wall clock (NTP slews it by 500 ppm at
+/// most, so 0.5 ms), and on how late a step of the wall clock shows.
+const ANCHOR_LIFETIME: Duration = Duration::from_secs(1);
+
+thread_local! {
+    /// This thread's reading of both clocks: the monotonic one, and the wall
+    /// one as time since the Unix epoch; renewed once an [`ANCHOR_LIFETIME`].
+    static ANCHOR: Cell<Option<(Instant, Duration)>> = const { Cell::new(None) };
+}
+
+/// The wall-clock time of `at`, since the Unix epoch: this thread's anchor
+/// plus the monotonic time since; `None` when the wall clock reads before
+/// 1970. The edge read the monotonic clock when the response was ready;
+/// reading the wall clock again for every line costs ~25 ns more (the
+/// project's machines, `docs/performance.md`), so a thread reads it once a
+/// second.
+fn since_epoch(at: Instant) -> Option<Duration> {
+    ANCHOR
+        .try_with(|anchor| {
+            if let Some((monotonic, epoch)) = anchor.get()
+                && let Some(after) = at.checked_duration_since(monotonic)
+                && after < ANCHOR_LIFETIME
+            {
+                return epoch.checked_add(after);
+            }
+            let monotonic = Instant::now();
+            let epoch = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
+            anchor.set(Some((monotonic, epoch)));
+            // `at` was read before, so it precedes the fresh anchor by the
+            // nanoseconds between them.
+            match at.checked_duration_since(monotonic) {
+                Some(after) => epoch.checked_add(after),
+                None => epoch.checked_sub(monotonic.duration_since(at)),
+            }
+        })
+        // This thread's locals are being destroyed: read the wall clock.
+        .unwrap_or_else(|_| SystemTime::now().duration_since(UNIX_EPOCH).ok())
+}
+
 thread_local! {
     /// The last second written by this thread and its text,
     /// `YYYY-MM-DDTHH:MM:SS.`: a busy worker formats the date once a second.
@@ -93,8 +133,8 @@ thread_local! {
 /// `2026-11-23T16:50:00.123456Z`, UTC with microseconds, as
 /// tracing-subscriber's `SystemTime` timer writes it. Outside 1970–9999
 /// (a clock gone wrong) that timer writes the time itself.
-fn write_timestamp(line: &mut Vec<u8>, now: SystemTime) {
-    let Ok(since_epoch) = now.duration_since(UNIX_EPOCH) else {
+fn write_timestamp(line: &mut Vec<u8>, since_epoch: Option<Duration>) {
+    let Some(since_epoch) = since_epoch else {
         return write_default_time(line);
     };
     let seconds = since_epoch.as_secs();

@@ -4,6 +4,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::gcra::{Gcra, Verdict};
 use super::store::{RateLimitStore, RateLimitStoreError};
@@ -30,8 +31,14 @@ use super::store::{RateLimitStore, RateLimitStoreError};
 ///
 /// #[async_trait]
 /// impl RateLimitStore for Local {
-///     async fn spend(&self, client: IpAddr, gcra: Gcra) -> Result<Spent, RateLimitStoreError> {
-///         let now = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+///     async fn spend(
+///         &self,
+///         client: IpAddr,
+///         gcra: Gcra,
+///         arrived: Instant,
+///     ) -> Result<Spent, RateLimitStoreError> {
+///         let since = arrived.saturating_duration_since(self.started);
+///         let now = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
 ///         let mut tats = self.tats.lock().unwrap();
 ///         let (spent, tat) = gcra.spend(tats.get(&client).copied(), now);
 ///         if let Some(tat) = tat {
@@ -48,9 +55,9 @@ use super::store::{RateLimitStore, RateLimitStoreError};
 /// let once_a_minute = Gcra::new(NonZeroU32::MIN, Duration::from_secs(60));
 /// let client = IpAddr::from([203, 0, 113, 7]);
 ///
-/// let first = limiter.check(client, once_a_minute).await?;
+/// let first = limiter.check(client, once_a_minute, Instant::now()).await?;
 /// assert!(matches!(first, Verdict::Allowed { remaining: 0, .. }));
-/// let second = limiter.check(client, once_a_minute).await?;
+/// let second = limiter.check(client, once_a_minute, Instant::now()).await?;
 /// assert!(matches!(second, Verdict::Refused { .. }));
 /// # Ok(())
 /// # }
@@ -86,19 +93,25 @@ impl RateLimiter {
         }
     }
 
-    /// Spends one request of `client`'s budget. The shared store's failure
-    /// is not the client's: the request is then counted in the local budget,
-    /// so limiting goes on, per instance, through an outage (C9).
+    /// Spends one request of `client`'s budget, for a request that
+    /// `arrived` then (see [`RateLimitStore::spend`]). The shared store's
+    /// failure is not the client's: the request is then counted in the local
+    /// budget, so limiting goes on, per instance, through an outage (C9).
     ///
     /// # Errors
     /// Only when the local store fails too.
-    pub async fn check(&self, client: IpAddr, gcra: Gcra) -> Result<Verdict, RateLimitStoreError> {
+    pub async fn check(
+        &self,
+        client: IpAddr,
+        gcra: Gcra,
+        arrived: Instant,
+    ) -> Result<Verdict, RateLimitStoreError> {
         if let Some(shared) = &self.shared
-            && let Ok(spent) = shared.spend(client, gcra).await
+            && let Ok(spent) = shared.spend(client, gcra, arrived).await
         {
             return Ok(gcra.verdict(spent));
         }
-        let spent = self.local.spend(client, gcra).await?;
+        let spent = self.local.spend(client, gcra, arrived).await?;
         Ok(gcra.verdict(spent))
     }
 }
@@ -136,12 +149,15 @@ mod tests {
         shared
             .expect_spend()
             .times(1)
-            .return_once(|_, _| Ok(spent(false)));
+            .return_once(|_, _, _| Ok(spent(false)));
         let mut local = MockRateLimitStore::new();
         local.expect_spend().never();
         let limiter = RateLimiter::shared(Arc::new(shared), Arc::new(local));
 
-        let verdict = limiter.check(client(), gcra(2, 2)).await.unwrap();
+        let verdict = limiter
+            .check(client(), gcra(2, 2), Instant::now())
+            .await
+            .unwrap();
         assert!(matches!(verdict, Verdict::Refused { .. }));
     }
 
@@ -151,15 +167,18 @@ mod tests {
         shared
             .expect_spend()
             .times(1)
-            .return_once(|_, _| Err(RateLimitStoreError::new("timed out")));
+            .return_once(|_, _, _| Err(RateLimitStoreError::new("timed out")));
         let mut local = MockRateLimitStore::new();
         local
             .expect_spend()
             .times(1)
-            .return_once(|_, _| Ok(spent(true)));
+            .return_once(|_, _, _| Ok(spent(true)));
         let limiter = RateLimiter::shared(Arc::new(shared), Arc::new(local));
 
-        let verdict = limiter.check(client(), gcra(2, 2)).await.unwrap();
+        let verdict = limiter
+            .check(client(), gcra(2, 2), Instant::now())
+            .await
+            .unwrap();
         assert!(matches!(verdict, Verdict::Allowed { .. }));
     }
 }

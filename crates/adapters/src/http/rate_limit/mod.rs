@@ -16,7 +16,7 @@
 
 use std::num::NonZeroU32;
 use std::sync::LazyLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix_web::dev::ServiceRequest;
 use actix_web::http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -197,15 +197,16 @@ impl Admission<'_> {
 }
 
 impl Limiter {
-    /// Spends one request of the client's budget. Called by the edge right
-    /// before routing, after preflights were answered (so they are never
-    /// counted).
-    pub(crate) async fn admit(&self, request: &ServiceRequest) -> Admission<'_> {
+    /// Spends one request of the client's budget, for a request that
+    /// `arrived` then (the edge's clock reading, so the budget needs none of
+    /// its own). Called by the edge right before routing, after preflights
+    /// were answered (so they are never counted).
+    pub(crate) async fn admit(&self, request: &ServiceRequest, arrived: Instant) -> Admission<'_> {
         let Some(policy) = &self.policy else {
             return Admission::Unlimited;
         };
         let client = client_key(request, policy.trust_proxy);
-        match self.budgets.check(client, policy.gcra).await {
+        match self.budgets.check(client, policy.gcra, arrived).await {
             Ok(Verdict::Allowed { remaining, reset }) => Admission::Allowed {
                 policy,
                 remaining,

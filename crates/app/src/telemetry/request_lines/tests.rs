@@ -1,7 +1,7 @@
 //! The direct request line writes exactly what the default text format writes for the event.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
@@ -49,36 +49,43 @@ fn record(method: &'static str, path: &'static str, status: u16) -> RequestRecor
         path,
         status,
         latency_us: 17,
+        finished: Instant::now(),
     }
 }
 
 /// Requests whose lines the direct path writes itself.
-const PLAIN: [RequestRecord<'static>; 4] = [
-    RequestRecord {
-        method: "GET",
-        path: "/",
-        status: 200,
-        latency_us: 17,
-    },
-    RequestRecord {
-        method: "PUT",
-        path: "/items/7",
-        status: 404,
-        latency_us: 0,
-    },
-    RequestRecord {
-        method: "PROPFIND",
-        path: "/a%20b?",
-        status: 405,
-        latency_us: u64::MAX,
-    },
-    RequestRecord {
-        method: "POST",
-        path: "",
-        status: 201,
-        latency_us: 1_234_567,
-    },
-];
+fn plain() -> [RequestRecord<'static>; 4] {
+    [
+        RequestRecord {
+            method: "GET",
+            path: "/",
+            status: 200,
+            latency_us: 17,
+            finished: Instant::now(),
+        },
+        RequestRecord {
+            method: "PUT",
+            path: "/items/7",
+            status: 404,
+            latency_us: 0,
+            finished: Instant::now(),
+        },
+        RequestRecord {
+            method: "PROPFIND",
+            path: "/a%20b?",
+            status: 405,
+            latency_us: u64::MAX,
+            finished: Instant::now(),
+        },
+        RequestRecord {
+            method: "POST",
+            path: "",
+            status: 201,
+            latency_us: 1_234_567,
+            finished: Instant::now(),
+        },
+    ]
+}
 
 /// What tracing-subscriber's default text format, as the log installs it,
 /// writes for the request events of the HTTP adapter's default sink, under
@@ -98,15 +105,15 @@ fn default_format_lines(filter: &str, log: impl FnOnce()) -> Vec<String> {
 #[test]
 fn the_direct_line_is_byte_for_byte_the_default_text_format_of_the_event_c1() {
     let events = default_format_lines("info", || {
-        for record in &PLAIN {
+        for record in &plain() {
             TracingRequestLog.write(record);
         }
     });
-    let direct: Vec<String> = PLAIN
+    let direct: Vec<String> = plain()
         .iter()
         .map(|record| {
             let mut line = Vec::new();
-            write_line(&mut line, record, SystemTime::now());
+            write_line(&mut line, record, since_epoch(Instant::now()));
             let line = String::from_utf8(line).unwrap();
             assert!(line.ends_with('\n'), "one whole line: {line:?}");
             line.trim_end()[28..].to_owned()
@@ -141,12 +148,12 @@ fn text_request_log_lines(
 fn plain_lines_are_written_directly_and_the_others_go_through_the_event_c1() {
     let escaped = record("GET", "/a\"b\u{1b}[31m", 404);
     let gone = record("POST", "/profile", items_adapters::http::CLIENT_CLOSED);
-    let mut records = PLAIN.to_vec();
+    let mut records = plain().to_vec();
     records.extend([escaped, gone]);
 
     let (direct, events) = text_request_log_lines("info", &records);
 
-    assert_eq!(direct.len(), PLAIN.len(), "{direct:?}");
+    assert_eq!(direct.len(), plain().len(), "{direct:?}");
     assert!(direct[0].ends_with("method=GET path=\"/\" status=200 latency_us=17"));
     assert_eq!(events.len(), 2, "{events:?}");
     assert!(
@@ -164,7 +171,7 @@ fn plain_lines_are_written_directly_and_the_others_go_through_the_event_c1() {
 
 #[test]
 fn rust_log_still_silences_the_request_lines_c1() {
-    let records = [PLAIN[0], record("GET", "/a\"b", 200)];
+    let records = [plain()[0], record("GET", "/a\"b", 200)];
     for filter in ["warn", "info,items_service::request=warn", "off"] {
         let (direct, events) = text_request_log_lines(filter, &records);
         assert!(
@@ -178,8 +185,8 @@ fn rust_log_still_silences_the_request_lines_c1() {
 
 fn timestamp(seconds: u64, micros: u32) -> String {
     let mut text = Vec::new();
-    let at = UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_micros(u64::from(micros));
-    write_timestamp(&mut text, at);
+    let at = Duration::from_secs(seconds) + Duration::from_micros(u64::from(micros));
+    write_timestamp(&mut text, Some(at));
     String::from_utf8(text).unwrap()
 }
 
@@ -227,11 +234,43 @@ fn the_date_of_every_day_from_1970_to_2400_is_the_calendar_s() {
 #[test]
 fn a_clock_before_1970_is_left_to_the_default_timer() {
     let mut text = Vec::new();
-    let before = UNIX_EPOCH - Duration::from_secs(1);
-    write_timestamp(&mut text, before);
+    write_timestamp(&mut text, None);
     assert_eq!(
         text.len(),
         27,
         "the default timer writes the current time: {text:?}"
     );
+}
+
+/// The wall clock now, since the Unix epoch.
+fn wall_now() -> Duration {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap()
+}
+
+#[test]
+fn a_line_is_dated_by_the_wall_clock_when_its_response_was_ready_c1() {
+    let finished = Instant::now();
+    let dated = since_epoch(finished).unwrap();
+    assert!(wall_now().abs_diff(dated) < Duration::from_millis(50));
+    // Later instants on the same anchor keep their distance to the first.
+    let later = since_epoch(finished + Duration::from_millis(300)).unwrap();
+    assert_eq!(later - dated, Duration::from_millis(300));
+}
+
+#[test]
+fn an_instant_past_the_anchor_s_lifetime_reads_the_wall_clock_again_c1() {
+    // Anchored now; an instant two lifetimes on renews the anchor, and is
+    // still dated that far from now, not from the old anchor alone.
+    let now = since_epoch(Instant::now()).unwrap();
+    let ahead = since_epoch(Instant::now() + 2 * ANCHOR_LIFETIME).unwrap();
+    let gap = ahead - now;
+    assert!(
+        gap >= 2 * ANCHOR_LIFETIME && gap < 2 * ANCHOR_LIFETIME + Duration::from_millis(50),
+        "{gap:?}"
+    );
+    // An instant before the renewed anchor is dated before it, and close to
+    // the wall clock.
+    let before = since_epoch(Instant::now()).unwrap();
+    assert!(before < ahead);
+    assert!(wall_now().abs_diff(before) < Duration::from_millis(50));
 }
