@@ -17,10 +17,18 @@ use std::time::Duration;
 /// assert_eq!(gcra.period(), Duration::from_secs(9));
 /// assert_eq!(gcra.tolerance(), Duration::from_secs(9 * 99));
 /// ```
+///
+/// The period and the tolerance are kept in nanoseconds, worked out once:
+/// a step is then a few `u64` operations and one hardware division, where
+/// working on `Duration`s multiplied the tolerance out and divided in
+/// `u128` (a library call) on every request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gcra {
     limit: NonZeroU32,
-    period: Duration,
+    /// Nanoseconds between two requests at the sustained rate.
+    period: u64,
+    /// Nanoseconds the TAT may run ahead of now: `period * (limit - 1)`.
+    tolerance: u64,
 }
 
 /// What a store answers for one request: whether it was allowed, and how
@@ -48,8 +56,12 @@ impl Gcra {
     /// `limit` requests per `window`. The period is at least a microsecond,
     /// the resolution of the Redis store's clock.
     pub fn new(limit: NonZeroU32, window: Duration) -> Self {
-        let period = (window / limit.get()).max(Duration::from_micros(1));
-        Self { limit, period }
+        let period = nanos((window / limit.get()).max(Duration::from_micros(1)));
+        Self {
+            limit,
+            period,
+            tolerance: period.saturating_mul(u64::from(limit.get() - 1)),
+        }
     }
 
     /// Requests per window.
@@ -59,13 +71,13 @@ impl Gcra {
 
     /// How often one request's worth of budget comes back.
     pub fn period(&self) -> Duration {
-        self.period
+        Duration::from_nanos(self.period)
     }
 
     /// How far ahead of `now` the TAT may be for a request to pass: the
     /// other `limit - 1` requests of a full burst.
     pub fn tolerance(&self) -> Duration {
-        self.period * (self.limit.get() - 1)
+        Duration::from_nanos(self.tolerance)
     }
 
     /// One GCRA step on a clock counted in nanoseconds: `tat` is the stored
@@ -95,15 +107,14 @@ impl Gcra {
     pub fn spend(&self, tat: Option<u64>, now: u64) -> (Spent, Option<u64>) {
         let tat = tat.map_or(now, |tat| tat.max(now));
         let ahead = tat - now;
-        if u128::from(ahead) > self.tolerance().as_nanos() {
+        if ahead > self.tolerance {
             let spent = Spent {
                 allowed: false,
                 until_full: Duration::from_nanos(ahead),
             };
             return (spent, None);
         }
-        let period = u64::try_from(self.period.as_nanos()).unwrap_or(u64::MAX);
-        let next = tat.saturating_add(period);
+        let next = tat.saturating_add(self.period);
         let spent = Spent {
             allowed: true,
             until_full: Duration::from_nanos(next - now),
@@ -115,8 +126,9 @@ impl Gcra {
     pub fn verdict(&self, spent: Spent) -> Verdict {
         if spent.allowed {
             // Each period of `until_full` is one request not yet refilled.
-            let owed = spent.until_full.as_nanos().div_ceil(self.period.as_nanos());
-            let remaining = u128::from(self.limit.get()).saturating_sub(owed);
+            // (`period` is at least a microsecond: never a division by zero.)
+            let owed = nanos(spent.until_full).div_ceil(self.period);
+            let remaining = u64::from(self.limit.get()).saturating_sub(owed);
             Verdict::Allowed {
                 remaining: u32::try_from(remaining).unwrap_or(0),
                 reset: spent.until_full,
@@ -128,6 +140,11 @@ impl Gcra {
             }
         }
     }
+}
+
+/// A duration in whole nanoseconds; beyond `u64` (584 years), the most.
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
