@@ -19,20 +19,21 @@ undecided. Thirty one-second rounds kept the interquartile range of the
 paired ratio within about ±3%.
 
 AB_PATH (/), AB_SCRIPT (a wrk script in bench/wrk) and AB_ARGS (its
-arguments, space-separated) choose the request. Only loopback is used.
+arguments, space-separated) choose the request. The servers are started
+and driven as bench/run.py does it (its `Server` and `wrk`). Only loopback
+is used.
 """
 import os
-import re
 import statistics
-import subprocess
 import sys
 
-from service import start
+from run import Server, wrk
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUNDS = int(os.environ.get("AB_ROUNDS", "30"))
 SECONDS = int(os.environ.get("AB_SECONDS", "1"))
-TICKS = os.sysconf("SC_CLK_TCK")
+PATH = os.environ.get("AB_PATH", "/")
+SCRIPT = os.environ.get("AB_SCRIPT")
+ARGS = os.environ.get("AB_ARGS", "").split()
 
 
 def parse(argument):
@@ -42,53 +43,35 @@ def parse(argument):
     return name, binary, dict(pair.split("=", 1) for pair in settings.split(",") if pair)
 
 
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
-
-
-def drive(port, seconds):
-    """Runs wrk against `port`; returns how many requests it completed."""
-    command = ["taskset", "-c", "1", "wrk", "-t1", "-c50", f"-d{seconds}s"]
-    if os.environ.get("AB_SCRIPT"):
-        command += ["-s", os.path.join(ROOT, "bench", "wrk", os.environ["AB_SCRIPT"])]
-    command.append(f"http://127.0.0.1:{port}{os.environ.get('AB_PATH', '/')}")
-    if os.environ.get("AB_ARGS"):
-        command += ["--", *os.environ["AB_ARGS"].split()]
-    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    return int(re.search(r"(\d+) requests in", output).group(1))
+def cpu_per_request(server, seconds):
+    """The server's CPU µs per request over one wrk run of `seconds`."""
+    return wrk(server, PATH, SCRIPT, ARGS, seconds=seconds)["cpu_us"]
 
 
 def main():
-    servers = [parse(argument) for argument in sys.argv[1:]]
-    if len(servers) < 2:
+    specs = [parse(argument) for argument in sys.argv[1:]]
+    if len(specs) < 2:
         sys.exit(__doc__)
-    running = {}
+    servers = []
     try:
-        for name, binary, env in servers:
-            running[name] = start(["taskset", "-c", "0", binary], env, name)
-        for _, port in running.values():
-            drive(port, 1)  # warm-up, not counted
-        cpu = {name: [] for name in running}
-        names = list(running)
+        for name, binary, env in specs:
+            servers.append(Server(name, binary, env))
+        for server in servers:
+            cpu_per_request(server, 1)  # warm-up, not counted
+        cpu = {server.name: [] for server in servers}
         for round_ in range(ROUNDS):
-            shift = round_ % len(names)
-            for name in names[shift:] + names[:shift]:
-                process, port = running[name]
-                before = cpu_seconds(process.pid)
-                requests = drive(port, SECONDS)
-                cpu[name].append((cpu_seconds(process.pid) - before) * 1e6 / max(requests, 1))
+            shift = round_ % len(servers)
+            for server in servers[shift:] + servers[:shift]:
+                cpu[server.name].append(cpu_per_request(server, SECONDS))
     finally:
-        for process, _ in running.values():
-            process.terminate()
-            process.wait()
-    first = names[0]
+        for server in servers:
+            server.stop()
+    first = servers[0].name
     print(f"{ROUNDS} rounds of {SECONDS} s; CPU µs per request; ratio to {first} (median of the rounds', IQR)")
-    for name in names:
-        ratios = sorted(mine / theirs for mine, theirs in zip(cpu[name], cpu[first]))
+    for name, runs in cpu.items():
+        ratios = sorted(mine / theirs for mine, theirs in zip(runs, cpu[first]))
         quarter = len(ratios) // 4
-        print(f"{name:16} {statistics.median(cpu[name]):6.2f} µs  {statistics.median(ratios):.3f} "
+        print(f"{name:16} {statistics.median(runs):6.2f} µs  {statistics.median(ratios):.3f} "
               f"({ratios[quarter]:.2f}–{ratios[-quarter - 1]:.2f})")
 
 
