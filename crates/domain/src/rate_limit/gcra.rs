@@ -18,17 +18,15 @@ use std::time::Duration;
 /// assert_eq!(gcra.tolerance(), Duration::from_secs(9 * 99));
 /// ```
 ///
-/// The period and the tolerance are kept in nanoseconds, worked out once:
-/// a step is then a few `u64` operations and one hardware division, where
-/// working on `Duration`s multiplied the tolerance out and divided in
-/// `u128` (a library call) on every request.
+/// The period is kept in nanoseconds, worked out once: a step is then a
+/// few `u64` operations and one hardware division, where working on
+/// `Duration`s multiplied the tolerance out with overflow checks and
+/// divided in `u128` (a library call) on every request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gcra {
     limit: NonZeroU32,
     /// Nanoseconds between two requests at the sustained rate.
     period: u64,
-    /// Nanoseconds the TAT may run ahead of now: `period * (limit - 1)`.
-    tolerance: u64,
 }
 
 /// What a store answers for one request: whether it was allowed, and how
@@ -57,11 +55,7 @@ impl Gcra {
     /// the resolution of the Redis store's clock.
     pub fn new(limit: NonZeroU32, window: Duration) -> Self {
         let period = nanos((window / limit.get()).max(Duration::from_micros(1)));
-        Self {
-            limit,
-            period,
-            tolerance: period.saturating_mul(u64::from(limit.get() - 1)),
-        }
+        Self { limit, period }
     }
 
     /// Requests per window.
@@ -77,7 +71,12 @@ impl Gcra {
     /// How far ahead of `now` the TAT may be for a request to pass: the
     /// other `limit - 1` requests of a full burst.
     pub fn tolerance(&self) -> Duration {
-        Duration::from_nanos(self.tolerance)
+        Duration::from_nanos(self.tolerance_nanos())
+    }
+
+    /// [`Gcra::tolerance`] in nanoseconds.
+    fn tolerance_nanos(&self) -> u64 {
+        self.period.saturating_mul(u64::from(self.limit.get() - 1))
     }
 
     /// One GCRA step on a clock counted in nanoseconds: `tat` is the stored
@@ -107,7 +106,7 @@ impl Gcra {
     pub fn spend(&self, tat: Option<u64>, now: u64) -> (Spent, Option<u64>) {
         let tat = tat.map_or(now, |tat| tat.max(now));
         let ahead = tat - now;
-        if ahead > self.tolerance {
+        if ahead > self.tolerance_nanos() {
             let spent = Spent {
                 allowed: false,
                 until_full: Duration::from_nanos(ahead),
