@@ -80,6 +80,22 @@ impl RateLimitStore for InMemoryRateLimitStore {
         gcra: Gcra,
         arrived: Instant,
     ) -> Result<Spent, RateLimitStoreError> {
+        Ok(self.spend_now(client, gcra, arrived))
+    }
+
+    /// Always answers: nothing here waits.
+    fn spend_at_once(
+        &self,
+        client: IpAddr,
+        gcra: Gcra,
+        arrived: Instant,
+    ) -> Option<Result<Spent, RateLimitStoreError>> {
+        Some(Ok(self.spend_now(client, gcra, arrived)))
+    }
+}
+
+impl InMemoryRateLimitStore {
+    fn spend_now(&self, client: IpAddr, gcra: Gcra, arrived: Instant) -> Spent {
         // A request that arrived before the store was made counts from zero.
         let since = arrived.saturating_duration_since(self.origin);
         let now = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
@@ -90,13 +106,13 @@ impl RateLimitStore for InMemoryRateLimitStore {
             if let Some(next) = next {
                 *tat = next;
             }
-            return Ok(spent);
+            return spent;
         }
         let (spent, next) = gcra.spend(None, now);
         if let Some(next) = next {
             shard.put(client, next);
         }
-        Ok(spent)
+        spent
     }
 }
 
@@ -149,5 +165,27 @@ mod tests {
                     .allowed
             );
         }
+    }
+
+    #[tokio::test]
+    async fn spending_at_once_and_awaited_draw_on_one_budget_c9() {
+        let store = InMemoryRateLimitStore::default();
+        let client = IpAddr::from([198, 51, 100, 2]);
+        let twice_a_minute = Gcra::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(60));
+        let arrived = Instant::now();
+        let first = store.spend_at_once(client, twice_a_minute, arrived);
+        assert!(matches!(first, Some(Ok(Spent { allowed: true, .. }))));
+        assert!(
+            store
+                .spend(client, twice_a_minute, arrived)
+                .await
+                .unwrap()
+                .allowed
+        );
+        let third = store.spend_at_once(client, twice_a_minute, arrived);
+        assert!(
+            matches!(third, Some(Ok(Spent { allowed: false, .. }))),
+            "the budget of two is spent, whichever way it was asked"
+        );
     }
 }

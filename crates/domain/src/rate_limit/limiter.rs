@@ -111,7 +111,10 @@ impl RateLimiter {
         {
             return Ok(gcra.verdict(spent));
         }
-        let spent = self.local.spend(client, gcra, arrived).await?;
+        let spent = match self.local.spend_at_once(client, gcra, arrived) {
+            Some(spent) => spent?,
+            None => self.local.spend(client, gcra, arrived).await?,
+        };
         Ok(gcra.verdict(spent))
     }
 }
@@ -170,6 +173,10 @@ mod tests {
             .return_once(|_, _, _| Err(RateLimitStoreError::new("timed out")));
         let mut local = MockRateLimitStore::new();
         local
+            .expect_spend_at_once()
+            .times(1)
+            .returning(|_, _, _| None);
+        local
             .expect_spend()
             .times(1)
             .return_once(|_, _, _| Ok(spent(true)));
@@ -180,5 +187,36 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(verdict, Verdict::Allowed { .. }));
+    }
+
+    #[tokio::test]
+    async fn a_local_store_that_answers_at_once_is_not_awaited_c9() {
+        let mut local = MockRateLimitStore::new();
+        local
+            .expect_spend_at_once()
+            .times(1)
+            .returning(|_, _, _| Some(Ok(spent(false))));
+        local.expect_spend().never();
+        let limiter = RateLimiter::local(Arc::new(local));
+
+        let verdict = limiter
+            .check(client(), gcra(2, 2), Instant::now())
+            .await
+            .unwrap();
+        assert!(matches!(verdict, Verdict::Refused { .. }));
+    }
+
+    #[tokio::test]
+    async fn a_local_store_failing_at_once_is_the_checks_error() {
+        let mut local = MockRateLimitStore::new();
+        local
+            .expect_spend_at_once()
+            .times(1)
+            .returning(|_, _, _| Some(Err(RateLimitStoreError::new("broken"))));
+        local.expect_spend().never();
+        let limiter = RateLimiter::local(Arc::new(local));
+
+        let checked = limiter.check(client(), gcra(2, 2), Instant::now()).await;
+        assert!(checked.is_err());
     }
 }
