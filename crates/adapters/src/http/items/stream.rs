@@ -24,7 +24,7 @@ pub(super) async fn stream_all(
     let listing = service.list_all().await?;
     let tag = listing_tag(listing.version);
     let etag = HeaderValue::try_from(tag.as_str()).map_err(ApiError::internal)?;
-    if none_match_fails(request.headers(), &tag) {
+    if none_match_fails(request.headers(), tag.as_bytes()) {
         return Ok(HttpResponse::NotModified()
             .insert_header((header::ETAG, etag))
             .finish());
