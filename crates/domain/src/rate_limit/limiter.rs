@@ -139,6 +139,11 @@ mod tests {
         IpAddr::from([203, 0, 113, 7])
     }
 
+    /// One request of [`client`] under a budget of two per two seconds.
+    async fn check(limiter: &RateLimiter) -> Result<Verdict, RateLimitStoreError> {
+        limiter.check(client(), gcra(2, 2), Instant::now()).await
+    }
+
     fn spent(allowed: bool) -> Spent {
         Spent {
             allowed,
@@ -157,10 +162,7 @@ mod tests {
         local.expect_spend().never();
         let limiter = RateLimiter::shared(Arc::new(shared), Arc::new(local));
 
-        let verdict = limiter
-            .check(client(), gcra(2, 2), Instant::now())
-            .await
-            .unwrap();
+        let verdict = check(&limiter).await.unwrap();
         assert!(matches!(verdict, Verdict::Refused { .. }));
     }
 
@@ -182,10 +184,7 @@ mod tests {
             .return_once(|_, _, _| Ok(spent(true)));
         let limiter = RateLimiter::shared(Arc::new(shared), Arc::new(local));
 
-        let verdict = limiter
-            .check(client(), gcra(2, 2), Instant::now())
-            .await
-            .unwrap();
+        let verdict = check(&limiter).await.unwrap();
         assert!(matches!(verdict, Verdict::Allowed { .. }));
     }
 
@@ -199,10 +198,7 @@ mod tests {
         local.expect_spend().never();
         let limiter = RateLimiter::local(Arc::new(local));
 
-        let verdict = limiter
-            .check(client(), gcra(2, 2), Instant::now())
-            .await
-            .unwrap();
+        let verdict = check(&limiter).await.unwrap();
         assert!(matches!(verdict, Verdict::Refused { .. }));
     }
 
@@ -216,7 +212,6 @@ mod tests {
         local.expect_spend().never();
         let limiter = RateLimiter::local(Arc::new(local));
 
-        let checked = limiter.check(client(), gcra(2, 2), Instant::now()).await;
-        assert!(checked.is_err());
+        assert!(check(&limiter).await.is_err());
     }
 }
