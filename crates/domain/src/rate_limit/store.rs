@@ -37,7 +37,7 @@ pub trait RateLimitStore: Send + Sync {
     /// decision to `spend`. A store in this process answers here: a call
     /// through `async_trait` boxes its future, one allocation per request
     /// for a decision that never waits (callgrind, `GET /` with the limiter
-    /// on: ~150 instructions of the ~22,000).
+    /// on: ~175 instructions of the ~22,000).
     ///
     /// # Errors
     /// As [`spend`](Self::spend); a store that answers `Some` MUST spend
