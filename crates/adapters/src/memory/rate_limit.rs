@@ -64,6 +64,27 @@ impl InMemoryRateLimitStore {
         let index = self.hasher.hash_one(client) as usize % SHARDS;
         &self.shards[index]
     }
+
+    /// The decision, in one lock of the client's shard.
+    fn spend_now(&self, client: IpAddr, gcra: Gcra, arrived: Instant) -> Spent {
+        // A request that arrived before the store was made counts from zero.
+        let since = arrived.saturating_duration_since(self.origin);
+        let now = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
+        let mut shard = self.shard(&client).lock();
+        // A known client's TAT is updated where it is: one lookup, not two.
+        if let Some(tat) = shard.get_mut(&client) {
+            let (spent, next) = gcra.spend(Some(*tat), now);
+            if let Some(next) = next {
+                *tat = next;
+            }
+            return spent;
+        }
+        let (spent, next) = gcra.spend(None, now);
+        if let Some(next) = next {
+            shard.put(client, next);
+        }
+        spent
+    }
 }
 
 impl Default for InMemoryRateLimitStore {
@@ -91,28 +112,6 @@ impl RateLimitStore for InMemoryRateLimitStore {
         arrived: Instant,
     ) -> Option<Result<Spent, RateLimitStoreError>> {
         Some(Ok(self.spend_now(client, gcra, arrived)))
-    }
-}
-
-impl InMemoryRateLimitStore {
-    fn spend_now(&self, client: IpAddr, gcra: Gcra, arrived: Instant) -> Spent {
-        // A request that arrived before the store was made counts from zero.
-        let since = arrived.saturating_duration_since(self.origin);
-        let now = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
-        let mut shard = self.shard(&client).lock();
-        // A known client's TAT is updated where it is: one lookup, not two.
-        if let Some(tat) = shard.get_mut(&client) {
-            let (spent, next) = gcra.spend(Some(*tat), now);
-            if let Some(next) = next {
-                *tat = next;
-            }
-            return spent;
-        }
-        let (spent, next) = gcra.spend(None, now);
-        if let Some(next) = next {
-            shard.put(client, next);
-        }
-        spent
     }
 }
 
