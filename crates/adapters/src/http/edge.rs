@@ -37,21 +37,23 @@
 //! [`rate_limit`]: super::rate_limit
 //! [`conditional`]: super::conditional
 
+use std::future::{Ready, ready};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix_web::body::BoxBody;
-use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::{Method, Uri};
-use actix_web::middleware::Next;
+use futures_util::future::LocalBoxFuture;
 
+use super::conditional::{self, Tagged};
 use super::connection::{self, Draining};
+use super::cors;
 use super::metrics::RequestMetrics;
 use super::rate_limit::{Admission, Limiter};
 use super::request_log::{RequestLog, RequestRecord};
-use super::{conditional, cors};
 
 /// The status logged for a request whose client closed or reset the
 /// connection before the response was ready: nginx's 499 "client closed
@@ -107,12 +109,74 @@ pub(crate) struct Edge {
     pub(crate) request_log: Arc<dyn RequestLog>,
 }
 
+/// The edge as an actix-web middleware, wrapped around the whole app.
+///
+/// Written out rather than made with `middleware::from_fn`: that helper
+/// boxes the routes behind a `dyn` service, so each request paid a second
+/// boxed future, a dynamic call and an empty extraction on top of the
+/// edge's own future. Here the routes are the concrete service `S`, called
+/// directly. The edge's future is boxed once per request and copied whole
+/// into its box, so what it holds across an `await` is kept small: the
+/// rare cases (a streamed body to tag, a refusal) are boxed where they
+/// happen. Together: 1,336 → 712 bytes a future, and `GET /` 21,256 →
+/// 21,107 instructions (callgrind, limiter on); the edge's future alone
+/// had grown past the allocator's per-thread cache of small blocks.
+pub(crate) struct EdgeLayer(pub(crate) Rc<Edge>);
+
+impl<S> Transform<S, ServiceRequest> for EdgeLayer
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = actix_web::Error>
+        + 'static,
+{
+    type Response = ServiceResponse<BoxBody>;
+    type Error = actix_web::Error;
+    type Transform = EdgeService<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, Self::InitError>>;
+
+    fn new_transform(&self, routes: S) -> Self::Future {
+        ready(Ok(EdgeService {
+            edge: Rc::clone(&self.0),
+            routes: Rc::new(routes),
+        }))
+    }
+}
+
+/// One worker's edge around its routes (see [`EdgeLayer`]).
+pub(crate) struct EdgeService<S> {
+    edge: Rc<Edge>,
+    routes: Rc<S>,
+}
+
+impl<S> Service<ServiceRequest> for EdgeService<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = actix_web::Error>
+        + 'static,
+{
+    type Response = ServiceResponse<BoxBody>;
+    type Error = actix_web::Error;
+    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    forward_ready!(routes);
+
+    fn call(&self, request: ServiceRequest) -> Self::Future {
+        Box::pin(edge(
+            Rc::clone(&self.edge),
+            request,
+            Rc::clone(&self.routes),
+        ))
+    }
+}
+
 /// The middleware (see the module's documentation).
-pub(crate) async fn edge(
+async fn edge<S>(
     edge: Rc<Edge>,
     mut request: ServiceRequest,
-    next: Next<BoxBody>,
-) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    routes: Rc<S>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = actix_web::Error>,
+{
     let mut line = RequestLine {
         log: &*edge.request_log,
         method: request.method().clone(),
@@ -126,7 +190,7 @@ pub(crate) async fn edge(
         cors::answer_preflight(request)
     } else {
         let origin = cors::has_origin(&request);
-        match serve(&edge.limiter, request, &next, line.started).await {
+        match serve(&edge.limiter, request, &*routes, line.started).await {
             Ok(mut response) => {
                 cors::decorate(response.headers_mut(), origin);
                 response
@@ -168,23 +232,29 @@ pub(crate) async fn edge(
 }
 
 /// Steps 4 and 5: the limiter, the routes and the entity tag.
-async fn serve(
+async fn serve<S>(
     limiter: &Limiter,
     request: ServiceRequest,
-    next: &Next<BoxBody>,
+    routes: &S,
     arrived: Instant,
-) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<BoxBody>, Error = actix_web::Error>,
+{
     let admission = match limiter.admit(&request, arrived).await {
-        Admission::Refused(refusal) => return Ok(request.into_response(refusal)),
+        Admission::Refused(refusal) => return Ok(request.into_response(*refusal)),
         admission => admission,
     };
     let conditional = conditional::is_conditional(&request);
-    // No clone of the request may be held across `next.call`: routing needs
-    // the only reference to write the path's match info.
-    let mut response = next.call(request).await?;
+    // No clone of the request may be held across `routes.call`: routing
+    // needs the only reference to write the path's match info.
+    let mut response = routes.call(request).await?;
     admission.mark(response.headers_mut());
     if conditional {
-        response = conditional::tag(response).await?;
+        response = match conditional::tag(response) {
+            Tagged::Now(tagged) => tagged,
+            Tagged::Later(tagging) => tagging.await?,
+        };
     }
     Ok(response)
 }

@@ -8,12 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::ServerHandle;
-use actix_web::middleware::from_fn;
 use actix_web::{App, web};
 use parking_lot::Mutex;
 
 use super::body::BodyLimits;
-use super::edge::{Edge, edge};
+use super::edge::{Edge, EdgeLayer};
 use super::front_door::FrontDoor;
 use super::metrics::RequestMetrics;
 use super::rate_limit::{Limiter, RateLimitSettings};
@@ -123,9 +122,7 @@ impl HttpServer {
                 .app_data(body_limits)
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
-                .wrap(from_fn(move |request, next| {
-                    edge(Rc::clone(&edge_state), request, next)
-                }))
+                .wrap(EdgeLayer(edge_state))
         })
         .workers(settings.workers)
         // The streamed listing (C10) writes its body in several chunks; with
