@@ -94,9 +94,9 @@ pub(crate) enum Tagged {
     Now(ServiceResponse<BoxBody>),
     /// The body was a stream, read whole first: a rare case (the streamed
     /// listing sets its own tag), boxed so that the edge's future, which
-    /// holds this one across its `await`, stays small. Inline, reading a
-    /// body made every request's edge future 680 bytes larger, past the
-    /// allocator's per-thread cache of freed blocks.
+    /// holds this one across its `await`, stays small. Inline, the reading
+    /// (680 bytes) was part of every request's edge future, boxed and
+    /// copied per request (see `edge::EdgeLayer`).
     Later(LocalBoxFuture<'static, Result<ServiceResponse<BoxBody>, actix_web::Error>>),
 }
 
