@@ -188,15 +188,21 @@ mod tests {
         assert!(matches!(verdict, Verdict::Allowed { .. }));
     }
 
-    #[tokio::test]
-    async fn a_local_store_that_answers_at_once_is_not_awaited_c9() {
+    /// A limiter over a local store that answers once, at once, with
+    /// `answer`, and must not be awaited.
+    fn local_answering_at_once(answer: fn() -> Result<Spent, RateLimitStoreError>) -> RateLimiter {
         let mut local = MockRateLimitStore::new();
         local
             .expect_spend_at_once()
             .times(1)
-            .returning(|_, _, _| Some(Ok(spent(false))));
+            .returning(move |_, _, _| Some(answer()));
         local.expect_spend().never();
-        let limiter = RateLimiter::local(Arc::new(local));
+        RateLimiter::local(Arc::new(local))
+    }
+
+    #[tokio::test]
+    async fn a_local_store_that_answers_at_once_is_not_awaited_c9() {
+        let limiter = local_answering_at_once(|| Ok(spent(false)));
 
         let verdict = check(&limiter).await.unwrap();
         assert!(matches!(verdict, Verdict::Refused { .. }));
@@ -204,13 +210,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_local_store_failing_at_once_is_the_checks_error() {
-        let mut local = MockRateLimitStore::new();
-        local
-            .expect_spend_at_once()
-            .times(1)
-            .returning(|_, _, _| Some(Err(RateLimitStoreError::new("broken"))));
-        local.expect_spend().never();
-        let limiter = RateLimiter::local(Arc::new(local));
+        let limiter = local_answering_at_once(|| Err(RateLimitStoreError::new("broken")));
 
         assert!(check(&limiter).await.is_err());
     }
