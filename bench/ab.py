@@ -23,7 +23,9 @@ arguments, space-separated) choose the request. The servers are started
 and driven as bench/run.py does it (its `Server` and `wrk`). Only loopback
 is used.
 """
+import contextlib
 import os
+import signal
 import statistics
 import sys
 
@@ -48,14 +50,27 @@ def cpu_per_request(server, seconds):
     return wrk(server, PATH, SCRIPT, ARGS, seconds=seconds)["cpu_us"]
 
 
-def main():
-    specs = [parse(argument) for argument in sys.argv[1:]]
+@contextlib.contextmanager
+def started_servers(arguments, usage):
+    """The servers that `arguments` (NAME=BINARY[:VAR=VALUE,...], two or
+    more) name, started on core 0; stopped on leaving."""
+    specs = [parse(argument) for argument in arguments]
     if len(specs) < 2:
-        sys.exit(__doc__)
+        sys.exit(usage)
     servers = []
     try:
         for name, binary, env in specs:
             servers.append(Server(name, binary, env))
+        yield servers
+    finally:
+        for server in servers:
+            # One stopped in its turn (bench/interleaved.py) hears SIGTERM once continued.
+            os.kill(server.process.pid, signal.SIGCONT)
+            server.stop()
+
+
+def main():
+    with started_servers(sys.argv[1:], __doc__) as servers:
         for server in servers:
             cpu_per_request(server, 1)  # warm-up, not counted
         cpu = {server.name: [] for server in servers}
@@ -63,9 +78,6 @@ def main():
             shift = round_ % len(servers)
             for server in servers[shift:] + servers[:shift]:
                 cpu[server.name].append(cpu_per_request(server, SECONDS))
-    finally:
-        for server in servers:
-            server.stop()
     first = servers[0].name
     print(f"{ROUNDS} rounds of {SECONDS} s; CPU µs per request; ratio to {first} (median of the rounds', IQR)")
     for name, runs in cpu.items():

@@ -41,25 +41,21 @@ import subprocess
 import sys
 import time
 
-from ab import parse
-from run import WRK, Server
 
 ROUNDS = int(os.environ.get("AB_ROUNDS", "10"))
 SECONDS = float(os.environ.get("AB_SECONDS", "6"))
 SLICE = float(os.environ.get("AB_SLICE", "0.1"))
-PATH = os.environ.get("AB_PATH", "/")
-SCRIPT = os.environ.get("AB_SCRIPT")
-ARGS = os.environ.get("AB_ARGS", "").split()
+WRK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk")
 
 
-def start_wrk(server):
+def start_wrk(server, path, script, args):
     """wrk against `server` until told to stop (-d is only a backstop)."""
     command = ["taskset", "-c", "1", "wrk", "-t1", "-c50", "-d600s"]
-    if SCRIPT:
-        command += ["-s", os.path.join(WRK, SCRIPT)]
-    command.append(server.url(PATH))
-    if ARGS:
-        command += ["--", *ARGS]
+    if script:
+        command += ["-s", os.path.join(WRK, script)]
+    command.append(server.url(path))
+    if args:
+        command += ["--", *map(str, args)]
     return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
 
 
@@ -98,20 +94,20 @@ def signal_pair(pair, number):
         os.kill(pid, number)
 
 
-def one_round(servers):
+def one_round(servers, path, script, args, seconds, turn):
     """Each server's CPU µs per request over one round of turns."""
     before = [cpu_seconds(server) for server in servers]
-    wrks = [start_wrk(server) for server in servers]
+    wrks = [start_wrk(server, path, script, args) for server in servers]
     pairs = [(server.process.pid, wrk.pid) for server, wrk in zip(servers, wrks)]
     try:
         for pair in pairs[1:]:
             signal_pair(pair, signal.SIGSTOP)
-        turn, started = 0, time.monotonic()
-        while time.monotonic() - started < SECONDS:
-            time.sleep(SLICE)
-            signal_pair(pairs[turn], signal.SIGSTOP)
-            turn = (turn + 1) % len(pairs)
-            signal_pair(pairs[turn], signal.SIGCONT)
+        current, started = 0, time.monotonic()
+        while time.monotonic() - started < seconds:
+            time.sleep(turn)
+            signal_pair(pairs[current], signal.SIGSTOP)
+            current = (current + 1) % len(pairs)
+            signal_pair(pairs[current], signal.SIGCONT)
     finally:
         for server in servers:
             os.kill(server.process.pid, signal.SIGCONT)
@@ -120,26 +116,31 @@ def one_round(servers):
     return [(a - b) * 1e6 / max(n, 1) for a, b, n in zip(after, before, requests)]
 
 
+def in_turns(servers, path="/", script=None, args=(), rounds=ROUNDS, seconds=SECONDS, turn=SLICE):
+    """Every round's CPU µs per request of each of `servers` (objects with
+    `url(path)` and `process`, as bench/run.py's `Server`), in turns."""
+    return [one_round(servers, path, script, args, seconds, turn) for _ in range(rounds)]
+
+
+def paired_ratios(rounds, index):
+    """Server `index`'s CPU per request over the first server's, each
+    round's own, sorted."""
+    return sorted(cpu[index] / cpu[0] for cpu in rounds)
+
+
 def main():
-    specs = [parse(argument) for argument in sys.argv[1:]]
-    if len(specs) < 2:
-        sys.exit(__doc__)
-    servers = []
-    try:
-        for name, binary, env in specs:
-            servers.append(Server(name, binary, env))
-        rounds = [one_round(servers) for _ in range(ROUNDS)]
-    finally:
-        for server in servers:
-            os.kill(server.process.pid, signal.SIGCONT)
-            server.stop()
-    first = specs[0][0]
+    from ab import started_servers  # it imports run.py, which imports this module
+
+    with started_servers(sys.argv[1:], __doc__) as servers:
+        rounds = in_turns(servers, os.environ.get("AB_PATH", "/"), os.environ.get("AB_SCRIPT"),
+                          os.environ.get("AB_ARGS", "").split())
+    first = servers[0].name
     print(f"{ROUNDS} rounds of {SECONDS:g} s in turns of {SLICE:g} s; CPU µs per request; "
           f"ratio to {first} (median of the rounds', IQR, range)")
-    for index, (name, _, _) in enumerate(specs):
-        ratios = sorted(cpu[index] / cpu[0] for cpu in rounds)
+    for index, server in enumerate(servers):
+        ratios = paired_ratios(rounds, index)
         quarter = len(ratios) // 4
-        print(f"{name:16} {statistics.median(cpu[index] for cpu in rounds):6.2f} µs  "
+        print(f"{server.name:16} {statistics.median(cpu[index] for cpu in rounds):6.2f} µs  "
               f"{statistics.median(ratios):.3f} ({ratios[quarter]:.2f}–{ratios[-quarter - 1]:.2f}, "
               f"range {ratios[0]:.2f}–{ratios[-1]:.2f})")
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command for the load benchmark: installs wrk if missing, builds the
-# release service and the baseline, runs bench/run.py (about 10 minutes),
+# release service and the baseline, runs bench/run.py (about 20 minutes),
 # writes bench/results/latest.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
