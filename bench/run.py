@@ -177,7 +177,8 @@ def measure(config_env, scenario):
         # their median is the table's ratio, their range shows the noise.
         medians["rounds"] = [s["cpu_us"] / b["cpu_us"] for s, b in zip(runs["service"], runs["baseline"])]
         # The same ratio with both servers living through the same seconds
-        # (bench/interleaved.py): the figure a noisy machine cannot move.
+        # (bench/interleaved.py): a ratio the machine's speed, moving from one
+        # second to the next, hardly moves.
         medians["turns"] = paired_ratios(
             in_turns([servers[1], servers[0]], path, script, args, TURN_ROUNDS, TURN_SECONDS), 1)
         return medians
