@@ -19,12 +19,13 @@ Why not bench/ab.py (each server driven alone for a whole second, in
 turn): on this project's shared machines the same binary's CPU per request
 moves by ±10–20% between seconds, and a paired ratio of two one-second
 runs inherits that. Slices of 100 ms put both servers in every second:
-a binary against a copy of itself read 1.001 (IQR 1.00–1.02, range
-0.97–1.02) here where ab.py read 0.956 (IQR 0.83–1.07) an hour earlier.
-(Driving all servers at once on the shared core is more precise still,
-but measures another regime: the servers then evict each other's caches
-every few microseconds, and the larger one pays more for it — the service
-read 1.19–1.23 of the bare handler that way, against 1.12 in slices.)
+on the eighteenth session's machine a binary against a copy of itself
+read 1.001 (IQR 1.00–1.02, range 0.97–1.02) where ab.py read 0.956 (IQR
+0.83–1.07) an hour earlier. (Driving all servers at once on the shared
+core is more precise still, but measures another regime, servers
+time-sharing a core: the service read 1.19–1.23 of the bare handler that
+way, against 1.12–1.17 in turns. The likely cause, not established, is
+the two evicting each other's caches, which costs the larger one more.)
 
 Requests are wrk's own count over its whole run; the server's CPU is read
 before its wrk starts and after it stops, so both cover the same requests.
@@ -40,7 +41,6 @@ import statistics
 import subprocess
 import sys
 import time
-
 
 ROUNDS = int(os.environ.get("AB_ROUNDS", "10"))
 SECONDS = float(os.environ.get("AB_SECONDS", "6"))
