@@ -42,21 +42,17 @@ import subprocess
 import sys
 import time
 
+from service import wrk_command
+
 ROUNDS = int(os.environ.get("AB_ROUNDS", "10"))
 SECONDS = float(os.environ.get("AB_SECONDS", "6"))
 SLICE = float(os.environ.get("AB_SLICE", "0.1"))
-WRK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk")
 
 
 def start_wrk(server, path, script, args):
     """wrk against `server` until told to stop (-d is only a backstop)."""
-    command = ["taskset", "-c", "1", "wrk", "-t1", "-c50", "-d600s"]
-    if script:
-        command += ["-s", os.path.join(WRK, script)]
-    command.append(server.url(path))
-    if args:
-        command += ["--", *map(str, args)]
-    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(wrk_command(server.url(path), 50, "600s", script, args),
+                            stdout=subprocess.PIPE, text=True)
 
 
 def stop_wrk(process):
@@ -122,10 +118,11 @@ def in_turns(servers, path="/", script=None, args=(), rounds=ROUNDS, seconds=SEC
     return [one_round(servers, path, script, args, seconds, turn) for _ in range(rounds)]
 
 
-def paired_ratios(rounds, index):
-    """Server `index`'s CPU per request over the first server's, each
-    round's own, sorted."""
-    return sorted(cpu[index] / cpu[0] for cpu in rounds)
+def quartiles(values):
+    """(median, first quartile, third quartile) of `values`."""
+    ordered = sorted(values)
+    quarter = len(ordered) // 4
+    return statistics.median(ordered), ordered[quarter], ordered[-quarter - 1]
 
 
 def main():
@@ -138,11 +135,11 @@ def main():
     print(f"{ROUNDS} rounds of {SECONDS:g} s in turns of {SLICE:g} s; CPU µs per request; "
           f"ratio to {first} (median of the rounds', IQR, range)")
     for index, server in enumerate(servers):
-        ratios = paired_ratios(rounds, index)
-        quarter = len(ratios) // 4
+        ratios = [cpu[index] / cpu[0] for cpu in rounds]
+        median, first_quartile, third_quartile = quartiles(ratios)
         print(f"{server.name:16} {statistics.median(cpu[index] for cpu in rounds):6.2f} µs  "
-              f"{statistics.median(ratios):.3f} ({ratios[quarter]:.2f}–{ratios[-quarter - 1]:.2f}, "
-              f"range {ratios[0]:.2f}–{ratios[-1]:.2f})")
+              f"{median:.3f} ({first_quartile:.2f}–{third_quartile:.2f}, "
+              f"range {min(ratios):.2f}–{max(ratios):.2f})")
 
 
 if __name__ == "__main__":

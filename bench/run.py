@@ -34,11 +34,10 @@ import sys
 import time
 import urllib.request
 
-from interleaved import in_turns, paired_ratios
-from service import start
+from interleaved import in_turns, quartiles
+from service import start, wrk_command
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WRK = os.path.join(ROOT, "bench", "wrk")
 SERVICE = os.path.join(ROOT, "target", "release", "items-service")
 BASELINE = os.path.join(ROOT, "target", "release", "bench-baseline")
 SECONDS = int(os.environ.get("BENCH_SECONDS", "3"))
@@ -78,12 +77,7 @@ class Server:
 
 
 def wrk(server, path="/", script=None, args=(), seconds=SECONDS, connections=CONNECTIONS):
-    command = ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
-    if script:
-        command += ["-s", os.path.join(WRK, script)]
-    command.append(server.url(path))
-    if args:
-        command += ["--", *map(str, args)]
+    command = wrk_command(server.url(path), connections, f"{seconds}s", script, args, latency=True)
     before = server.cpu_seconds()
     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
     cpu = server.cpu_seconds() - before
@@ -115,8 +109,7 @@ def preload(server, count):
         # wrk stops sending at the limit but only exits at its duration, so
         # watch the count and end it as soon as the store is full.
         loader = subprocess.Popen(
-            ["taskset", "-c", "1", "wrk", "-t1", "-c1", "-d600s", "-s", os.path.join(WRK, "post.lua"),
-             server.url("/items"), "--", str(count)], stdout=subprocess.DEVNULL)
+            wrk_command(server.url("/items"), 1, "600s", "post.lua", [count]), stdout=subprocess.DEVNULL)
         try:
             while not exists(server, count):
                 if loader.poll() is not None:
@@ -179,8 +172,8 @@ def measure(config_env, scenario):
         # The same ratio with both servers living through the same seconds
         # (bench/interleaved.py): a ratio the machine's speed, moving from one
         # second to the next, hardly moves.
-        medians["turns"] = paired_ratios(
-            in_turns([servers[1], servers[0]], path, script, args, TURN_ROUNDS, TURN_SECONDS), 1)
+        medians["turns"] = [service / baseline for service, baseline
+                            in in_turns(servers, path, script, args, TURN_ROUNDS, TURN_SECONDS)]
         return medians
     finally:
         for server in servers:
@@ -188,9 +181,9 @@ def measure(config_env, scenario):
 
 
 def in_turns_cell(ratios):
-    """`median (first quartile–third quartile)` of sorted paired ratios."""
-    quarter = len(ratios) // 4
-    return f"**{statistics.median(ratios):.2f}** ({ratios[quarter]:.2f}–{ratios[-quarter - 1]:.2f})"
+    """`median (first quartile–third quartile)` of the paired ratios."""
+    median, first, third = quartiles(ratios)
+    return f"**{median:.2f}** ({first:.2f}–{third:.2f})"
 
 
 def memory():

@@ -29,12 +29,14 @@ import os
 import re
 import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
 
 import pgbench
 import run
+from service import wrk_command
 
 SIZES = [int(size) for size in os.environ.get("SCALE_SIZES", "1000000,10000000").split(",")]
 PGBENCH = os.environ.get("SCALE_PGBENCH", "1") == "1"
@@ -166,8 +168,7 @@ def listing_under_writes(server, size, script):
     every item."""
     before = status_kib(server, "VmRSS")
     writer = subprocess.Popen(
-        ["taskset", "-c", "1", "wrk", "-t1", "-c4", "-d600s", "-s", os.path.join(run.WRK, script),
-         server.url("/"), "--", str(size)], stdout=subprocess.PIPE, text=True)
+        wrk_command(server.url("/"), 4, "600s", script, [size]), stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(0.5)
         elapsed, size_bytes = full_listing(server, seconds=5)

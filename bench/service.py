@@ -81,3 +81,21 @@ def running(binary):
         finally:
             server.terminate()
             server.wait()
+
+
+# wrk's Lua scripts (bench/wrk).
+WRK_SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk")
+
+
+def wrk_command(url, connections, duration, script=None, args=(), latency=False):
+    """wrk on core 1, one thread, against `url` for `duration` (e.g. "3s"),
+    with a script of bench/wrk and its arguments."""
+    command = ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{duration}"]
+    if latency:
+        command.append("--latency")
+    if script:
+        command += ["-s", os.path.join(WRK_SCRIPTS, script)]
+    command.append(url)
+    if args:
+        command += ["--", *map(str, args)]
+    return command

@@ -18,8 +18,8 @@ import sys
 import tempfile
 import time
 
-from run import SERVICE, WRK
-from service import start
+from run import SERVICE
+from service import WRK_SCRIPTS, start
 
 SIZES = [int(size) for size in os.environ.get("BACKUP_SIZES", "100000,1000000").split(",")]
 
@@ -59,7 +59,7 @@ def main():
                                              "RATE_LIMIT_MAX": "0",
                                              "UPLOADS_DIR": directory + "/uploads"}, "items-service")
             load = subprocess.Popen(["wrk", "-t1", "-c32", "-d60s", "--latency", "-s",
-                                     os.path.join(WRK, "post.lua"), f"http://127.0.0.1:{port}/"],
+                                     os.path.join(WRK_SCRIPTS, "post.lua"), f"http://127.0.0.1:{port}/"],
                                     stdout=subprocess.PIPE, text=True)
             try:
                 time.sleep(2)
