@@ -7,23 +7,23 @@ whatever else the machine is doing).
     python3 bench/icache.py NAME=BINARY[:VAR=VALUE,...] ...
 
 Each server runs under `valgrind --tool=cachegrind --cache-sim=yes
---branch-sim=yes` twice, serving WARM keep-alive requests of ICACHE_PATH
-(/) from one Python client and then FEW (1,000) in one run, MANY (6,000)
-in the other; the difference of the two runs' totals over MANY - FEW is
+--branch-sim=yes` twice, serving WARM (2,000) keep-alive requests of
+ICACHE_PATH (/) from one Python client and then FEW (1,000) in one run,
+MANY (6,000) in the other; the difference of the two runs' totals over MANY - FEW is
 one request's cost, start-up and warm-up cancelled. Reported per request:
 instructions (Ir), first-level instruction-cache misses (I1mr: each is a
 64-byte line of code fetched again), data reads and writes, and branch
 mispredictions (conditional + indirect).
 
 Why: on the twentieth session's Intel machine the service's user time
-per request was 1.5-1.7 times the bare handler's for 1.24 times its
-instructions. A request's code spans more lines than a 32 KiB instruction
-cache holds, so every line it touches is fetched again on the next
-request, and those misses (`GET /`: bare handler 787, service 1,064
-with the limiter on) cost cycles that an instruction count does not show. The
-simulated cache is valgrind's model of the host's, not the CPU itself, and
-the kernel's share of the eviction is not in it; it compares builds, it
-does not time them (bench/interleaved.py does). Only loopback is used.
+per `GET /` (limiter on) was 1.5-1.7 times the bare handler's for 1.28
+times its instructions. A request's code spans more lines than a 32 KiB
+instruction cache holds, so every line it touches is fetched again on the
+next request, and those misses (bare handler 787, service 1,064) cost
+cycles that an instruction count does not show. The simulated cache is
+valgrind's model of the host's, not the CPU itself, and the kernel's share
+of the eviction is not in it; it compares builds, it does not time them
+(bench/interleaved.py does). Only loopback is used.
 """
 import http.client
 import os
