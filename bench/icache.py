@@ -9,8 +9,10 @@ whatever else the machine is doing).
 Each server runs under `valgrind --tool=cachegrind --cache-sim=yes
 --branch-sim=yes` twice, serving WARM (2,000) keep-alive requests of
 ICACHE_PATH (/) from one Python client and then FEW (1,000) in one run,
-MANY (6,000) in the other; the difference of the two runs' totals over MANY - FEW is
-one request's cost, start-up and warm-up cancelled. Reported per request:
+MANY (6,000) in the other; the difference of the two runs' totals over
+MANY - FEW is one request's cost, start-up and warm-up cancelled (this
+valgrind's cachegrind cannot switch counting on mid-run, as callgrind
+can for bench/profile_list.py). Reported per request:
 instructions (Ir), first-level instruction-cache misses (I1mr: each is a
 64-byte line of code fetched again), data reads and writes, and branch
 mispredictions (conditional + indirect).
