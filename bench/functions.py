@@ -19,10 +19,8 @@ the machine is doing; they do not time anything (bench/interleaved.py
 does). The profiles stay in target/callgrind/functions/ for
 `callgrind_annotate`. Only loopback is used.
 
-One trap, kept here so nobody meets it again: valgrind names the pipe
-through which `callgrind_control` reaches a process after the host name
-in `$HOST`, and the service reads `HOST` as its bind address, so the
-control command must run with the server's `HOST` or it finds no pipe.
+The control command must run with the server's `HOST`, by which valgrind
+names its pipe (`service.callgrind_control`).
 """
 import collections
 import http.client
@@ -33,7 +31,7 @@ import subprocess
 import sys
 
 from ab import parse
-from service import start
+from service import HOST, callgrind_control, get_repeatedly, start
 
 WARM = int(os.environ.get("FUNCTIONS_WARM", "3000"))
 REQUESTS = int(os.environ.get("FUNCTIONS_REQUESTS", "5000"))
@@ -41,8 +39,6 @@ PATH = os.environ.get("FUNCTIONS_PATH", "/")
 SHOWN = int(os.environ.get("FUNCTIONS_SHOWN", "30"))
 PROFILES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "target",
                         "callgrind", "functions")
-# The host `service.start` binds to, which valgrind also names its pipe by.
-HOST = "127.0.0.1"
 # A line of `callgrind_annotate`: "  1,234 (12.3%)  file:function [object]".
 ANNOTATED = re.compile(r"^\s*([\d,]+) \([^)]*\)\s+(.*?)(?: \[[^\]]*\])?$")
 
@@ -50,6 +46,7 @@ ANNOTATED = re.compile(r"^\s*([\d,]+) \([^)]*\)\s+(.*?)(?: \[[^\]]*\])?$")
 def profile(name, binary, env):
     """The path of the callgrind profile of REQUESTS requests to `binary`."""
     out = os.path.join(PROFILES, f"{name}.out")
+    # So a dump that was not written cannot be read as this run's.
     for stale in [f for f in os.listdir(PROFILES) if f.startswith(f"{name}.out")]:
         os.remove(os.path.join(PROFILES, stale))
     command = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
@@ -57,31 +54,17 @@ def profile(name, binary, env):
     process, port = start(command, env, name)
     try:
         client = http.client.HTTPConnection(HOST, port, timeout=60)
-        send(client, WARM)
-        control("--instr=on", process.pid)
-        send(client, REQUESTS)
-        control("--instr=off", process.pid)
-        control("--dump", process.pid)
+        get_repeatedly(client, PATH, WARM)
+        callgrind_control("--instr=on", process.pid, HOST)
+        get_repeatedly(client, PATH, REQUESTS)
+        callgrind_control("--instr=off", process.pid, HOST)
+        callgrind_control("--dump", process.pid, HOST)
         client.close()
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=60)
     # The dump asked for above is written beside `out`, numbered.
     return f"{out}.1"
-
-
-def send(client, count):
-    for _ in range(count):
-        client.request("GET", PATH)
-        response = client.getresponse()
-        response.read()
-        if response.status >= 500:
-            raise RuntimeError(f"GET {PATH}: {response.status}")
-
-
-def control(option, pid):
-    subprocess.run(["callgrind_control", option, str(pid)], check=True,
-                   stdout=subprocess.DEVNULL, env=dict(os.environ, HOST=HOST))
 
 
 def per_request(profile_file):

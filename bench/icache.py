@@ -34,7 +34,7 @@ import sys
 import tempfile
 
 from ab import parse
-from service import start
+from service import HOST, get_repeatedly, start
 
 WARM = int(os.environ.get("ICACHE_WARM", "2000"))
 FEW = int(os.environ.get("ICACHE_FEW", "1000"))
@@ -66,10 +66,8 @@ def counted_run(name, binary, env, requests, directory):
                "--branch-sim=yes", f"--cachegrind-out-file={output_file}", binary]
     process, port = start(command, env, name)
     try:
-        client = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        for _ in range(WARM + requests):
-            client.request("GET", PATH)
-            client.getresponse().read()
+        client = http.client.HTTPConnection(HOST, port, timeout=60)
+        get_repeatedly(client, PATH, WARM + requests)
         client.close()
     finally:
         process.send_signal(signal.SIGINT)

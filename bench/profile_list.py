@@ -16,6 +16,8 @@ import subprocess
 import sys
 import time
 
+from service import callgrind_control
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRELOADED = os.path.join(ROOT, "target", "release", "examples", "preloaded_server")
 RESULTS = os.path.join(ROOT, "bench", "results")
@@ -37,13 +39,13 @@ def main():
             raise RuntimeError(f"preloaded_server did not start: {line!r}")
         connection = http.client.HTTPConnection("127.0.0.1", int(line.split()[1]), timeout=60)
         get_items(connection)  # connection set up and warm before counting
-        control("--instr=on", server.pid)
+        callgrind_control("--instr=on", server.pid)
         started = time.perf_counter()
         for _ in range(REQUESTS):
             get_items(connection)
         elapsed = time.perf_counter() - started
-        control("--instr=off", server.pid)
-        control("--dump", server.pid)
+        callgrind_control("--instr=off", server.pid)
+        callgrind_control("--dump", server.pid)
         connection.close()
     finally:
         server.terminate()
@@ -57,10 +59,6 @@ def get_items(connection):
     body = response.read()
     if response.status != 200 or not body.startswith(b"[{"):
         raise RuntimeError(f"GET /items: {response.status}")
-
-
-def control(option, pid):
-    subprocess.run(["callgrind_control", option, str(pid)], check=True, stdout=subprocess.DEVNULL)
 
 
 def report(elapsed):

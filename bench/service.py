@@ -9,6 +9,8 @@ import time
 
 # /proc/PID/net/tcp's state of a listening socket.
 LISTEN = "0A"
+# Where `start` has a server listen (its HOST); only loopback is a target.
+HOST = "127.0.0.1"
 
 
 def vm_hwm_kib(pid):
@@ -49,7 +51,7 @@ def start(command, env, name):
     configurations with a log line per request, which must go to /dev/null
     as in production, not through a reader; and the baseline logs nothing."""
     process = subprocess.Popen(
-        command, env=dict(os.environ, HOST="127.0.0.1", PORT="0", **env),
+        command, env=dict(os.environ, HOST=HOST, PORT="0", **env),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 20
     while True:
@@ -81,6 +83,29 @@ def running(binary):
         finally:
             server.terminate()
             server.wait()
+
+
+def get_repeatedly(client, path, count):
+    """`count` keep-alive GETs of `path` over `client` (an
+    http.client.HTTPConnection), each response read whole; a 5xx stops
+    the run, since a profile of errors measures nothing."""
+    for _ in range(count):
+        client.request("GET", path)
+        response = client.getresponse()
+        response.read()
+        if response.status >= 500:
+            raise RuntimeError(f"GET {path}: {response.status}")
+
+
+def callgrind_control(option, pid, host=None):
+    """Sends `option` (--instr=on, --dump, ...) to a process under callgrind.
+    valgrind names the pipe the command reaches it by after the `$HOST` in
+    the process's environment, and `start` sets `HOST` (the service's bind
+    address): `host` is that value, or None for a process started with this
+    one's environment."""
+    env = os.environ if host is None else dict(os.environ, HOST=host)
+    subprocess.run(["callgrind_control", option, str(pid)], check=True,
+                   stdout=subprocess.DEVNULL, env=env)
 
 
 # wrk's Lua scripts (bench/wrk).
