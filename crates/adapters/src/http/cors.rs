@@ -136,24 +136,12 @@ fn set_all<const N: usize>(headers: &mut HeaderMap, values: [(HeaderName, &'stat
 }
 
 /// Adds the CORS request headers `vary` to `Vary`, after any the route
-/// named.
+/// named. `Vary` is a list (RFC 9110 §12.5.5), and a list's field lines
+/// mean their join (§5.3), so a route's own `Vary` keeps its line and this
+/// one follows it: no lookup of a value nearly no response has (~60
+/// instructions a response, callgrind), nor a join of the two.
 fn add_vary(headers: &mut HeaderMap, vary: &HeaderValue) {
-    let value = match headers.get(header::VARY) {
-        // Nothing to replace: appending skips moving out the old value.
-        None => return headers.append(header::VARY, vary.clone()),
-        Some(named) => {
-            let mut value = Vec::with_capacity(named.len() + 2 + vary.len());
-            value.extend_from_slice(named.as_bytes());
-            value.extend_from_slice(b", ");
-            value.extend_from_slice(vary.as_bytes());
-            // Both parts are valid header values, and so is their join.
-            match HeaderValue::from_bytes(&value) {
-                Ok(value) => value,
-                Err(_) => return,
-            }
-        }
-    };
-    headers.insert(header::VARY, value);
+    headers.append(header::VARY, vary.clone());
 }
 
 #[cfg(test)]
@@ -172,12 +160,14 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::VARY, HeaderValue::from_static("Accept"));
         add_vary(&mut headers, &PREFLIGHT_VARY);
+        let lines: Vec<&HeaderValue> = headers.get_all(header::VARY).collect();
         assert_eq!(
-            headers.get(header::VARY).unwrap(),
-            &format!("Accept, {}", PREFLIGHT_VARY.to_str().unwrap())
+            lines,
+            [&HeaderValue::from_static("Accept"), &PREFLIGHT_VARY]
         );
         let mut headers = HeaderMap::new();
         add_vary(&mut headers, &ACTUAL_VARY);
-        assert_eq!(headers.get(header::VARY).unwrap(), "Origin");
+        let lines: Vec<&HeaderValue> = headers.get_all(header::VARY).collect();
+        assert_eq!(lines, [&ACTUAL_VARY]);
     }
 }
