@@ -68,7 +68,7 @@ struct RequestLine<'a> {
     method: Method,
     /// The request target's path and query: cloning it shares its bytes,
     /// no copy of the path per request, and it is one shared buffer where
-    /// the whole `Uri` is three (~40 instructions a request, callgrind).
+    /// the whole `Uri` is three (~50 instructions a request, callgrind).
     /// `None` for a target without a path (authority form).
     target: Option<PathAndQuery>,
     started: Instant,
