@@ -24,6 +24,10 @@ ROUNDS = int(os.environ.get("ROUNDS", "8"))
 def main(before, after):
     builds = {"before": before, "after": after}
     label, script, args, operation, statement = pgbench.scenarios(pgbench.ITEMS)[0]
+    # The newer build creates the schema; an older one starts on it, since
+    # the service ignores migrations it does not know (a rolling restart
+    # needs that), and reads the same `items` table.
+    pgbench.SERVICE = after
     database, url = pgbench.create_database(pgbench.ITEMS)
     measured = {name: [] for name in builds}
     try:
