@@ -2,8 +2,9 @@
 //! domain's GCRA does, instances sharing a Redis share one budget, and an
 //! unreachable Redis leaves each instance on its own budget at once.
 //!
-//! These tests need the project's Redis on 127.0.0.1:6379 and fail, never
-//! skip, without it. Each uses a key prefix of its own.
+//! These tests need the project's Redis on 127.0.0.1:6379 (and its
+//! `redis-server`, for one Redis of their own on a Unix socket) and fail,
+//! never skip, without it. Each uses a key prefix of its own.
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
@@ -59,7 +60,56 @@ async fn require_redis(store: &RedisRateLimitStore) {
     store
         .ping()
         .await
-        .expect("Redis must answer on 127.0.0.1:6379 (the project's machines run it)");
+        .expect("Redis must answer (the project's machines run it on 127.0.0.1:6379)");
+}
+
+/// A Redis of the test's own that listens only on a Unix socket in a
+/// directory of its own (the machine's Redis listens on TCP only), stopped
+/// when dropped. `redis-server` comes with the machine's Redis: a missing
+/// one fails the test rather than skipping it.
+struct UnixSocketRedis {
+    server: std::process::Child,
+    socket: std::path::PathBuf,
+    _directory: tempfile::TempDir,
+}
+
+impl UnixSocketRedis {
+    fn start() -> Self {
+        let directory = tempfile::tempdir().unwrap();
+        let socket = directory.path().join("redis.sock");
+        let server = std::process::Command::new("redis-server")
+            .args(["--port", "0", "--save", "", "--appendonly", "no"])
+            .arg("--unixsocket")
+            .arg(&socket)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (apt-get install redis-server)");
+        let started = Instant::now();
+        while !socket.exists() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "redis-server made no socket at {}",
+                socket.display()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Self {
+            server,
+            socket,
+            _directory: directory,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis+unix://{}", self.socket.display())
+    }
+}
+
+impl Drop for UnixSocketRedis {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
 }
 
 #[tokio::test]
@@ -89,11 +139,24 @@ async fn the_redis_script_decides_as_the_in_process_gcra_does_c9() {
 
 #[tokio::test]
 async fn two_instances_sharing_redis_give_a_client_one_budget_c9() {
+    two_instances_give_a_client_one_budget(REDIS).await;
+}
+
+#[tokio::test]
+async fn two_instances_sharing_a_redis_over_its_unix_socket_give_a_client_one_budget_c9() {
+    let redis = UnixSocketRedis::start();
+    two_instances_give_a_client_one_budget(&redis.url()).await;
+}
+
+/// Two instances on the Redis at `url`, a budget of 4, six requests from one
+/// client alternating between them: one budget, counted in the headers
+/// across both.
+async fn two_instances_give_a_client_one_budget(url: &str) {
     let prefix = unique_prefix();
-    let first_store = redis_store(REDIS, &prefix);
+    let first_store = redis_store(url, &prefix);
     require_redis(&first_store).await;
     let first = app_over(shared(first_store), 4).await;
-    let second = app_over(shared(redis_store(REDIS, &prefix)), 4).await;
+    let second = app_over(shared(redis_store(url, &prefix)), 4).await;
 
     let mut seen = Vec::new();
     for request in 0..6 {

@@ -109,6 +109,8 @@ fn invalid_values_give_one_line_naming_the_setting_c1() {
         (&["--trust-proxy=-1"][..], "TRUST_PROXY"),
         (&["--redis-url", "http://x"][..], "REDIS_URL"),
         (&["--redis-url", "redis://"][..], "REDIS_URL"),
+        (&["--redis-url", "redis+unix://"][..], "REDIS_URL"),
+        (&["--redis-url", "unix://"][..], "REDIS_URL"),
         (&["--max-file-bytes=0"][..], "MAX_FILE_BYTES"),
         (&["--uploads-max-bytes=-1"][..], "UPLOADS_MAX_BYTES"),
         (&["--uploads-max-bytes", "10GiB"][..], "UPLOADS_MAX_BYTES"),
@@ -159,12 +161,15 @@ fn trust_proxy_is_a_flag_a_boolean_or_a_hop_count_c1() {
 }
 
 #[test]
-fn redis_urls_must_be_redis_c1() {
-    let url = parse(&["--redis-url", "redis://127.0.0.1:6379/0"])
-        .unwrap()
-        .limiter
-        .redis_url;
-    assert_eq!(url.as_deref(), Some("redis://127.0.0.1:6379/0"));
+fn redis_urls_must_be_redis_over_tcp_or_a_unix_socket_c1() {
+    for given in [
+        "redis://127.0.0.1:6379/0",
+        "redis+unix:///run/redis/redis.sock?db=3",
+        "unix:///run/redis/redis.sock",
+    ] {
+        let url = parse(&["--redis-url", given]).unwrap().limiter.redis_url;
+        assert_eq!(url.as_deref(), Some(given));
+    }
 }
 
 #[test]
