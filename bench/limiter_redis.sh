@@ -13,7 +13,9 @@
 # script call (what the coalescing saves Redis, and what Redis takes from
 # the core it runs on), and the load average before and after. Stops by
 # itself (ROUNDS × 2 × SECONDS, default 3 × 2 × 10 s). BINARY=path measures
-# that build instead of building the release binary.
+# that build instead of building the release binary. REDIS_SOCKET=1 starts
+# a Redis of the script's own on a Unix socket (not pinned either) and
+# shares the budget over that socket instead (REDIS_URL=redis+unix://…).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,21 +25,28 @@ source scripts/lib/service.sh
 binary=${BINARY:-$(cargo_binary --release)}
 source scripts/lib/packages.sh
 install_missing wrk wrk
-redis-cli -h 127.0.0.1 ping >/dev/null || { echo "Redis must answer on 127.0.0.1:6379" >&2; exit 1; }
-
 work=$(mktemp -d)
-service=
-trap '[[ -n $service ]] && kill "$service" 2>/dev/null; rm -rf "$work"' EXIT
-# The machine's Redis, whose CPU time is read around each run (none when
-# Redis is not a process of this machine: its columns then read 0).
-redis_pid=$(pgrep -o -x redis-server || true)
+service= own_redis=
+trap '[[ -n $service ]] && kill "$service" 2>/dev/null; [[ -n $own_redis ]] && kill "$own_redis"; rm -rf "$work"' EXIT
+if [[ ${REDIS_SOCKET:-0} == 1 ]]; then
+  redis-server --port 0 --unixsocket "$work/redis.sock" --save '' --appendonly no >/dev/null &
+  own_redis=$! redis_pid=$!
+  redis_cli=(redis-cli -s "$work/redis.sock") redis_url="redis+unix://$work/redis.sock?db=14"
+  for _ in {1..100}; do [[ -S $work/redis.sock ]] && break; sleep 0.05; done
+else
+  redis_cli=(redis-cli -h 127.0.0.1) redis_url=redis://127.0.0.1:6379/14
+  # The machine's Redis, whose CPU time is read around each run (none when
+  # Redis is not a process of this machine: its columns then read 0).
+  redis_pid=$(pgrep -o -x redis-server || true)
+fi
+"${redis_cli[@]}" ping >/dev/null || { echo "Redis must answer (${redis_url%%\?*})" >&2; exit 1; }
 
 cpu_ticks() { # $1: pid; user + system time in clock ticks, 0 without one
   if [[ -n $1 && -r /proc/$1/stat ]]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo 0; fi
 }
 
 script_calls() { # EVALSHA calls Redis has served since its statistics began
-  redis-cli -h 127.0.0.1 info commandstats | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\).*/\1/p' | grep . || echo 0
+  "${redis_cli[@]}" info commandstats | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\).*/\1/p' | grep . || echo 0
 }
 
 run() { # $1: label, rest: extra settings
@@ -63,7 +72,7 @@ run() { # $1: label, rest: extra settings
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((round = 1; round <= rounds; round++)); do
   run off RATE_LIMIT_MAX=0 | tee -a "$work/results"
-  run redis RATE_LIMIT_MAX=1000000000 REDIS_URL=redis://127.0.0.1:6379/14 | tee -a "$work/results"
+  run redis RATE_LIMIT_MAX=1000000000 REDIS_URL="$redis_url" | tee -a "$work/results"
 done
 python3 - "$work/results" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import statistics, sys
