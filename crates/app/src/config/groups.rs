@@ -265,20 +265,20 @@ fn parse_trust_proxy(raw: &str) -> Result<u32, String> {
 /// `rediss://` (TLS) is refused here, in one line, rather than at the first
 /// connection: the Redis client is built without TLS support.
 fn parse_redis_url(raw: &str) -> Result<String, String> {
-    let names_something_after = |scheme: &str| {
+    let scheme_is = |scheme: &str| {
         raw.get(..scheme.len())
             .is_some_and(|start| start.eq_ignore_ascii_case(scheme))
-            && raw.len() > scheme.len()
     };
-    if names_something_after("rediss://") {
+    if scheme_is("rediss://") {
         return Err(
             "TLS to Redis (rediss://) is not supported; use redis:// on a trusted network"
                 .to_owned(),
         );
     }
+    // A scheme alone names neither a server nor a socket.
     match ["redis://", "redis+unix://", "unix://"]
         .into_iter()
-        .any(names_something_after)
+        .any(|scheme| scheme_is(scheme) && raw.len() > scheme.len())
     {
         true => Ok(raw.to_owned()),
         false => Err("must be a redis:// URL, or redis+unix:// and a socket's path".to_owned()),
