@@ -7,5 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/packages.sh
 install_missing valgrind valgrind
-cargo build --release -q -p items-adapters --example preloaded_server
+cargo build --release -q -p items-adapters --features http,disk --example preloaded_server
 timeout 900 python3 bench/profile_list.py

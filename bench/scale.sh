@@ -8,5 +8,5 @@ cd "$(dirname "$0")/.."
 source scripts/lib/packages.sh
 install_missing wrk wrk pgbench postgresql-client
 cargo build --release -q -p items-app
-cargo build --release -q -p items-adapters --example preloaded_server
+cargo build --release -q -p items-adapters --features http,disk --example preloaded_server
 timeout 3600 python3 bench/scale.py

@@ -1,26 +1,35 @@
-//! Adapters of items-service, each in its own module; none reaches into
-//! another.
+//! Adapters of items-service, one Cargo feature each, each in its own
+//! module; none reaches into another.
 //!
-//! - [`memory`]: driven adapter, in-memory repositories (the default store);
-//! - [`postgres`]: driven adapter, PostgreSQL repositories (`DATABASE_URL`);
-//! - [`sqlite`]: driven adapter, SQLite repositories in one local file;
-//! - [`redis`]: driven adapter, rate-limit budgets shared in Redis (`REDIS_URL`);
-//! - [`disk`]: driven adapter, the local-disk upload store;
-//! - [`http`]: driving adapter, the actix-web HTTP edge and the admin listener.
+//! - [`memory`] (always built): in-memory repositories and rate-limit
+//!   budgets, the default store;
+//! - `http` (feature `http`): the driving adapter, the actix-web HTTP edge
+//!   and the admin listener;
+//! - `postgres` (feature `postgres`): PostgreSQL repositories (`DATABASE_URL`);
+//! - `sqlite` (feature `sqlite`): SQLite repositories in one local file;
+//! - `redis` (feature `redis`): rate-limit budgets shared in Redis
+//!   (`REDIS_URL`);
+//! - `disk` (feature `disk`): the local-disk upload store.
 //!
 //! Beside them: [`report`], the one way errors are written out with their
-//! causes, [`batch`], the group-commit queue a store's writer drains, and
-//! `stored_rows`, the rows PostgreSQL and SQLite both hold read back into the
-//! domain.
-//! Test fixtures live in `items-testkit`, never here.
+//! causes; `batch`, the group-commit queue the stores' engines drain (built
+//! with any adapter that uses it); `sql`, what the two SQL stores share.
+//! Test fixtures live in `items-testkit` and the tests, never here.
 
-pub mod batch;
-pub mod budget;
-pub mod disk;
-pub mod http;
 pub mod memory;
-pub mod postgres;
-pub mod redis;
 pub mod report;
+
+#[cfg(feature = "batch")]
+pub mod batch;
+#[cfg(feature = "disk")]
+pub mod disk;
+#[cfg(feature = "http")]
+pub mod http;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "redis")]
+pub mod redis;
+#[cfg(feature = "sql")]
+pub mod sql;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
-mod stored_rows;

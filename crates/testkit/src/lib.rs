@@ -8,22 +8,22 @@
 //! - [`uploads`]: one check per MUST of `UploadStore` and `PendingUpload`;
 //! - [`contract_tests!`]: every check of one contract as a test, for one
 //!   adapter, in one line;
-//! - [`tcp_proxy`]: a proxy a test can cut, to see what an adapter does
-//!   while its store is unreachable.
 //!
 //! A failed check says which rule broke, what it did, what it expected and
 //! what came back: "C7: the listing version changes on every write and on
 //! nothing else: after deleting item 2 the version was still 3".
 //!
-//! Behind features, for the service's own tests (an outside adapter needs
-//! none of them):
+//! Behind features, for tests of adapters over real servers (an outside
+//! adapter needs none of them):
 //! - `postgres`: `postgres::ScratchDatabase`, a database per test;
-//! - `http`: `http::TestServices`, `http::TestApp`, `http::Client` and
-//!   `http::assert_problem`, the HTTP edge over chosen stores; with
-//!   `postgres` too, `postgres::ScratchStore`, the service's PostgreSQL
-//!   store on a scratch database;
-//! - `log` (on with either): `init_test_log`, `TEST_LOG=1` shows tracing
-//!   output.
+//! - `tcp-proxy`: `tcp_proxy::TcpProxy`, a proxy a test can stall or cut,
+//!   to see what an adapter does while its store is unreachable;
+//! - `log` (on with `postgres`): `init_test_log`, `TEST_LOG=1` shows
+//!   tracing output.
+//!
+//! The kit depends on the domain alone: the HTTP fixtures of the service's
+//! own tests live beside those tests (`crates/app/tests/support`), so no
+//! crate depends on the adapters and is depended on by them.
 //!
 //! # Checking an adapter
 //!
@@ -50,15 +50,14 @@
 mod answer;
 pub mod files;
 pub mod repositories;
-pub mod tcp_proxy;
 pub mod uploads;
 
-#[cfg(feature = "http")]
-pub mod http;
 #[cfg(feature = "log")]
 mod log;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "tcp-proxy")]
+pub mod tcp_proxy;
 
 use std::future::Future;
 

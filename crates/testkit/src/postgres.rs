@@ -7,9 +7,6 @@ use std::str::FromStr;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, Executor};
 
-#[cfg(feature = "http")]
-pub use service_store::ScratchStore;
-
 /// The variable that names the PostgreSQL server tests may use.
 pub const TEST_DATABASE_URL: &str = "TEST_DATABASE_URL";
 
@@ -31,7 +28,7 @@ fn test_database_url_from(variable: Option<String>) -> String {
 }
 
 /// The socket address of the server of [`test_database_url`], for a
-/// [`crate::tcp_proxy::TcpProxy`] to forward to (a Unix-socket host is taken
+/// TCP proxy (`tcp_proxy::TcpProxy`) to forward to (a Unix-socket host is taken
 /// as the loopback address, where the same server listens on TCP too).
 ///
 /// # Panics
@@ -117,82 +114,6 @@ impl ScratchDatabase {
                 .execute(format!("drop database if exists \"{}\" with (force)", self.name).as_str())
                 .await;
             let _ = connection.close().await;
-        }
-    }
-}
-
-/// The service's own PostgreSQL store over a scratch database.
-#[cfg(feature = "http")]
-mod service_store {
-    use std::time::Duration;
-
-    use items_adapters::postgres::{PostgresSettings, PostgresStore};
-    use sqlx::postgres::PgConnectOptions;
-
-    use super::{ScratchDatabase, test_database_url};
-    use crate::{Fixture, Repositories, RepositoryFixture};
-
-    /// A migrated [`PostgresStore`] on a [`ScratchDatabase`] of the server
-    /// of [`test_database_url`]; [`Fixture::teardown`] closes the pool and
-    /// drops the database.
-    #[derive(Debug)]
-    pub struct ScratchStore {
-        pub store: PostgresStore,
-        pub database: ScratchDatabase,
-    }
-
-    impl ScratchStore {
-        /// Connects straight to a fresh scratch database.
-        ///
-        /// # Panics
-        /// When the server does not answer: a test never skips for want
-        /// of its database.
-        pub async fn create() -> Self {
-            Self::connect_with(ScratchDatabase::options).await
-        }
-
-        /// Connects to a fresh scratch database with the options `connect`
-        /// makes of it (through a [`TcpProxy`](crate::tcp_proxy::TcpProxy),
-        /// say).
-        ///
-        /// # Panics
-        /// As [`ScratchStore::create`].
-        pub async fn connect_with(
-            connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions,
-        ) -> Self {
-            Self::connect_with_settings(connect, PostgresSettings::default()).await
-        }
-
-        /// [`ScratchStore::connect_with`] with the store's `settings` (a
-        /// short statement budget, say).
-        ///
-        /// # Panics
-        /// As [`ScratchStore::create`].
-        pub async fn connect_with_settings(
-            connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions,
-            settings: PostgresSettings,
-        ) -> Self {
-            let database = ScratchDatabase::create(&test_database_url())
-                .await
-                .expect("a scratch database on the test server");
-            let store =
-                PostgresStore::connect_with(connect(&database), settings, Duration::from_secs(5))
-                    .await
-                    .expect("connects and migrates");
-            Self { store, database }
-        }
-    }
-
-    impl Fixture for ScratchStore {
-        async fn teardown(self) {
-            self.store.close().await;
-            self.database.drop().await;
-        }
-    }
-
-    impl RepositoryFixture for ScratchStore {
-        fn repositories(&self) -> Repositories {
-            self.store.repositories()
         }
     }
 }

@@ -13,7 +13,7 @@ use items_domain::{
 
 use super::coalesce::{Coalescer, ItemCreates, ItemReads};
 use super::pool::{Lease, Pool, lease};
-use crate::stored_rows::{stored_item, stored_items};
+use crate::sql::rows::{stored_item, stored_items};
 
 /// Items in the `items` table. Point reads and creates go through the
 /// store's coalescing queues (`coalesce`): alone when a connection is free,

@@ -27,7 +27,7 @@ use items_domain::idempotency::{PURGE_BATCH, live_since, unix_millis};
 use items_domain::{Id, IdempotencyKey, Item, Keyed, Name, Price, Product, RepositoryError};
 
 use super::pool::{Lease, Pool, lease};
-use crate::stored_rows::{stored_item, stored_product};
+use crate::sql::rows::{stored_item, stored_product};
 
 /// Purges up to $5 expired item keys (not $1: the claim may take it over,
 /// and one statement must not touch a row twice), claims key $1 unless a

@@ -29,7 +29,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
 use pool::Pool;
 
-pub use crate::budget::{DEFAULT_STATEMENT_TIMEOUT, OverBudget};
+pub use crate::sql::budget::{DEFAULT_STATEMENT_TIMEOUT, OverBudget};
 pub use coalesce::{
     CoalescingStats, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS, describe_metrics,
 };
@@ -326,5 +326,40 @@ mod tests {
         assert!(!is_permanent(&sqlx::Error::Io(std::io::Error::from(
             std::io::ErrorKind::ConnectionRefused
         ))));
+    }
+
+    #[test]
+    fn each_connect_error_names_every_cause_once() {
+        let refused = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let io = || sqlx::Error::Io(refused());
+        crate::report::assert_chains(vec![
+            (
+                Box::new(ConnectError::InvalidUrl(sqlx::Error::Configuration(
+                    Box::new(refused()),
+                ))),
+                "the database URL cannot be used: error with configuration: refused",
+            ),
+            (
+                Box::new(ConnectError::Unreachable {
+                    waited: Duration::from_secs(15),
+                    source: io(),
+                }),
+                "the database is unreachable after 15.0 s: error communicating with database: refused",
+            ),
+            (
+                Box::new(ConnectError::Refused(io())),
+                "the database refused the connection: error communicating with database: refused",
+            ),
+            (
+                Box::new(ConnectError::Migrate(
+                    sqlx::migrate::MigrateError::VersionMissing(2),
+                )),
+                "the database could not be migrated: migration 2 was previously applied but is missing in the resolved migrations",
+            ),
+            (
+                Box::new(RepositoryError::unavailable(io())),
+                "the repository is unavailable: error communicating with database: refused",
+            ),
+        ]);
     }
 }

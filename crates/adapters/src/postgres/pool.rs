@@ -27,7 +27,7 @@ use sqlx::{Connection as _, Executor as _, PgConnection};
 use tokio::time::Instant;
 
 use super::{ACQUIRE_TIMEOUT, unavailable};
-use crate::budget::over_budget;
+use crate::sql::budget::over_budget;
 
 /// The pool: at most `DATABASE_POOL_SIZE` connections, opened on demand.
 pub(super) type Pool = managed::Pool<Manager>;

@@ -10,7 +10,7 @@ use items_domain::{
 
 use super::coalesce::{Coalescer, ProductCreates};
 use super::pool::{Pool, lease};
-use crate::stored_rows::{ProductRow, stored_products};
+use crate::sql::rows::{ProductRow, stored_products};
 
 /// Products in the `products` table.
 #[derive(Debug, Clone)]

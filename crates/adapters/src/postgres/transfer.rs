@@ -19,7 +19,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{Connection as _, Executor as _};
 
 use super::{ConnectError, MIGRATOR, quiet, unavailable};
-use crate::stored_rows::{ItemRow, ProductRow, page_bounds, stored_items, stored_products};
+use crate::sql::rows::{ItemRow, ProductRow, page_bounds, stored_items, stored_products};
 
 /// How long connecting may take: a copy is run by hand, so it fails soon
 /// and says why rather than retrying as a starting service does.

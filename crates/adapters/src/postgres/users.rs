@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use items_domain::{RepositoryError, User, UserRepository};
 
 use super::pool::{Pool, lease};
-use crate::stored_rows::{UserRow, stored_user};
+use crate::sql::rows::{UserRow, stored_user};
 
 /// The read-only users, seeded by the first migration (C4).
 #[derive(Debug, Clone)]

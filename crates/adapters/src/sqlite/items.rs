@@ -15,7 +15,7 @@ use sqlx::{Sqlite, SqlitePool, Transaction};
 use super::point_reads::PointReads;
 use super::writer::{Write, Written};
 use super::{Writer, mismatched, unavailable};
-use crate::stored_rows::stored_name;
+use crate::sql::rows::stored_name;
 
 /// Items in the `items` table of one SQLite file.
 #[derive(Debug, Clone)]

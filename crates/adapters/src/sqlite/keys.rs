@@ -11,7 +11,7 @@ use items_domain::{Id, IdempotencyKey, Item, Keyed, Name, Price, Product, Reposi
 use rusqlite::{Connection, OptionalExtension as _, params};
 
 use super::writes::Failure;
-use crate::stored_rows::{stored_item, stored_product};
+use crate::sql::rows::{stored_item, stored_product};
 
 /// A stored row that does not decode (a name that is not UTF-8, written by
 /// someone else): the batch fails as for any other store error.

@@ -122,7 +122,7 @@ impl Default for SqliteSettings {
     fn default() -> Self {
         Self {
             readers: 4,
-            busy_timeout: crate::budget::DEFAULT_STATEMENT_TIMEOUT,
+            busy_timeout: crate::sql::budget::DEFAULT_STATEMENT_TIMEOUT,
             queue: 1024,
         }
     }
@@ -336,7 +336,7 @@ impl Writer {
         match self.queue.submit_by(write, deadline).await {
             Ok(reply) => reply,
             // The HTTP adapter logs the cause, naming the budget, with the 503.
-            Err(batch::Unanswered::Late) => Err(crate::budget::over_budget(self.budget)),
+            Err(batch::Unanswered::Late) => Err(crate::sql::budget::over_budget(self.budget)),
             Err(stopped @ batch::Unanswered::Stopped) => Err(RepositoryError::unavailable(stopped)),
         }
     }

@@ -30,7 +30,7 @@ use items_domain::{Id, Item, RepositoryError};
 use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use crate::stored_rows::stored_name;
+use crate::sql::rows::stored_name;
 
 /// Read-only connections to one file; `None` once [`PointReads::close`]d.
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use sqlx::SqlitePool;
 
 use super::writer::{Write, Written};
 use super::{Writer, mismatched, unavailable};
-use crate::stored_rows::{ProductRow, stored_products};
+use crate::sql::rows::{ProductRow, stored_products};
 
 /// Products in the `products` table of one SQLite file.
 #[derive(Debug, Clone)]

@@ -20,7 +20,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Executor as _, QueryBuilder, SqliteConnection};
 
 use super::{MIGRATOR, OpenError, unavailable};
-use crate::stored_rows::{ItemRow, ProductRow, page_bounds, stored_items, stored_products};
+use crate::sql::rows::{ItemRow, ProductRow, page_bounds, stored_items, stored_products};
 
 /// How long either end waits for a lock another process holds.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);

@@ -5,7 +5,7 @@ use items_domain::{RepositoryError, User, UserRepository};
 use sqlx::SqlitePool;
 
 use super::unavailable;
-use crate::stored_rows::{UserRow, stored_user};
+use crate::sql::rows::{UserRow, stored_user};
 
 /// The users of the `users` table of one SQLite file.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use items_domain::idempotency::PURGE_BATCH;
 use items_domain::{IdempotencyKey, ItemRepository, KEY_LIFETIME, Name};
 use items_testkit::Fixture;
-use items_testkit::postgres::ScratchStore;
+use crate::scratch_store::ScratchStore;
 use sqlx::{Connection, PgConnection, SqliteConnection};
 
 use super::sqlite_file::SqliteFile;

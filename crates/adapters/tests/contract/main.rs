@@ -4,11 +4,14 @@
 //! default), each test on a scratch database of its own; SQLite on a fresh
 //! file per test (`sqlite_store` holds the store's own promises besides).
 
+#[path = "../support/scratch_store.rs"]
+mod scratch_store;
+
 use items_adapters::memory::{
     InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
 };
 use items_testkit::Repositories;
-use items_testkit::postgres::ScratchStore;
+use crate::scratch_store::ScratchStore;
 
 mod key_purge;
 mod sqlite_backup;

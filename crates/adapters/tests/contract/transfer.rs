@@ -15,7 +15,7 @@ use items_domain::transfer::{
 };
 use items_domain::{Item, Name, Price, Product, Repositories};
 use items_testkit::Fixture;
-use items_testkit::postgres::ScratchStore;
+use crate::scratch_store::ScratchStore;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection, Executor};
 

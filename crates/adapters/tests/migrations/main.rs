@@ -5,6 +5,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[path = "../support/scratch_store.rs"]
+mod scratch_store;
+
 mod expand_contract;
 mod readable_names;
 mod released;

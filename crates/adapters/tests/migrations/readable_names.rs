@@ -5,7 +5,7 @@
 
 use items_domain::{ItemRepository, Name, Price, ProductRepository};
 use items_testkit::Fixture;
-use items_testkit::postgres::ScratchStore;
+use crate::scratch_store::ScratchStore;
 use sqlx::Connection;
 
 #[tokio::test]

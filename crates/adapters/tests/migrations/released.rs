@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use items_adapters::postgres::{ConnectError, PostgresStore};
 use items_testkit::Fixture;
-use items_testkit::postgres::ScratchStore;
+use crate::scratch_store::ScratchStore;
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::{Connection, Executor};
 

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
 
-use items_testkit::http::header;
+use crate::support::header;
 
 use crate::helpers::*;
 

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use items_adapters::sqlite::{SqliteSettings, SqliteStore};
 use items_testkit::Fixture;
-use items_testkit::http::{TestApp, TestServices};
-use items_testkit::postgres::ScratchStore;
+use crate::support::{TestApp, TestServices};
+use crate::support::ScratchStore;
 use sqlx::Connection;
 use sqlx::Executor;
 use sqlx::postgres::PgConnection;

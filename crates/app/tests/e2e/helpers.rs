@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use clap::CommandFactory;
 use items_app::{Application, Config, Listening};
-pub use items_testkit::http::Client;
+pub use crate::support::Client;
 use tokio::sync::oneshot;
 
 /// The binary under test, built by cargo for this test run.

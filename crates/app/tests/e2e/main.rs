@@ -10,6 +10,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod helpers;
 
 mod admin;

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use items_testkit::http::header;
+use crate::support::header;
 use items_testkit::postgres::{ScratchDatabase, test_database_url};
 use reqwest::multipart::{Form, Part};
 use serde_json::Value;

@@ -19,7 +19,7 @@ use reqwest::Response;
 use serde_json::{Value, json};
 use sqlx::{Connection as _, Executor as _, PgConnection, SqliteConnection};
 
-use items_testkit::http::{Client, assert_problem, header};
+use crate::support::{Client, assert_problem, header};
 
 use crate::helpers::*;
 

@@ -41,7 +41,7 @@ impl std::error::Error for Shared {
 pub(super) fn unanswered(why: batch::Unanswered, budget: std::time::Duration) -> RepositoryError {
     match why {
         // Never run, nor will be: 503 for the budget (C12).
-        batch::Unanswered::Late => crate::budget::over_budget(budget),
+        batch::Unanswered::Late => crate::sql::budget::over_budget(budget),
         batch::Unanswered::Stopped => {
             RepositoryError::unavailable("the request was dropped before it was run")
         }

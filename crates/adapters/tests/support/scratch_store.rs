@@ -1,0 +1,77 @@
+//! The service's own PostgreSQL store over a scratch database: the fixture
+//! of the adapters' tests over PostgreSQL, and of the application's (which
+//! include this file, so there is one copy). It lives with the tests, not
+//! in `items-testkit`, because it builds a `PostgresStore`: the kit depends
+//! on the domain alone.
+
+use std::time::Duration;
+
+use items_adapters::postgres::{PostgresSettings, PostgresStore};
+use sqlx::postgres::PgConnectOptions;
+
+use items_testkit::postgres::{ScratchDatabase, test_database_url};
+use items_testkit::{Fixture, Repositories, RepositoryFixture};
+
+/// A migrated [`PostgresStore`] on a [`ScratchDatabase`] of the server
+/// of [`test_database_url`]; [`Fixture::teardown`] closes the pool and
+/// drops the database.
+#[derive(Debug)]
+pub struct ScratchStore {
+    pub store: PostgresStore,
+    pub database: ScratchDatabase,
+}
+
+impl ScratchStore {
+    /// Connects straight to a fresh scratch database.
+    ///
+    /// # Panics
+    /// When the server does not answer: a test never skips for want
+    /// of its database.
+    pub async fn create() -> Self {
+        Self::connect_with(ScratchDatabase::options).await
+    }
+
+    /// Connects to a fresh scratch database with the options `connect`
+    /// makes of it (through a `TcpProxy`,
+    /// say).
+    ///
+    /// # Panics
+    /// As [`ScratchStore::create`].
+    pub async fn connect_with(
+        connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions,
+    ) -> Self {
+        Self::connect_with_settings(connect, PostgresSettings::default()).await
+    }
+
+    /// [`ScratchStore::connect_with`] with the store's `settings` (a
+    /// short statement budget, say).
+    ///
+    /// # Panics
+    /// As [`ScratchStore::create`].
+    pub async fn connect_with_settings(
+        connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions,
+        settings: PostgresSettings,
+    ) -> Self {
+        let database = ScratchDatabase::create(&test_database_url())
+            .await
+            .expect("a scratch database on the test server");
+        let store =
+            PostgresStore::connect_with(connect(&database), settings, Duration::from_secs(5))
+                .await
+                .expect("connects and migrates");
+        Self { store, database }
+    }
+}
+
+impl Fixture for ScratchStore {
+    async fn teardown(self) {
+        self.store.close().await;
+        self.database.drop().await;
+    }
+}
+
+impl RepositoryFixture for ScratchStore {
+    fn repositories(&self) -> Repositories {
+        self.store.repositories()
+    }
+}

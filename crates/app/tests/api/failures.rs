@@ -1,0 +1,131 @@
+//! When things go wrong: an unreachable store (503, nothing internal sent,
+//! C6) and a client that sends its body too slowly (408).
+
+use std::time::Duration;
+
+use items_adapters::http::{BodyLimits, HttpSettings};
+use items_domain::RepositoryError;
+use items_domain::ports::{MockItemRepository, MockProductRepository, MockUserRepository};
+use items_testkit::Repositories;
+use reqwest::Method;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::*;
+
+const SECRET: &str = "connection to postgres://admin:hunter2@10.0.0.5/db refused";
+
+fn failure() -> RepositoryError {
+    RepositoryError::unavailable(SECRET)
+}
+
+/// Use cases over repositories that always fail, as a dead database would.
+fn unavailable_services() -> TestServices {
+    let mut items = MockItemRepository::new();
+    items.expect_list().returning(|_| Err(failure()));
+    items.expect_list_all().returning(|| Err(failure()));
+    items.expect_get().returning(|_| Err(failure()));
+    items.expect_create().returning(|_| Err(failure()));
+    items
+        .expect_create_keyed()
+        .returning(|_, _, _| Err(failure()));
+    items.expect_replace().returning(|_, _| Err(failure()));
+    items.expect_delete().returning(|_| Err(failure()));
+    let mut products = MockProductRepository::new();
+    products.expect_list().returning(|| Err(failure()));
+    products.expect_create().returning(|_, _| Err(failure()));
+    products
+        .expect_create_keyed()
+        .returning(|_, _, _, _| Err(failure()));
+    let mut users = MockUserRepository::new();
+    users.expect_list().returning(|| Err(failure()));
+    TestServices::over(Repositories::new(items, products, users))
+}
+
+#[tokio::test]
+async fn an_unreachable_store_gives_503_with_retry_after_and_no_internal_detail_c6() {
+    let app = TestApp::spawn(unavailable_services()).await;
+
+    let responses = [
+        app.get("/items").await,
+        app.get("/items/1").await,
+        app.post_json("/items", &json!({ "name": "x" })).await,
+        app.put_json("/items/1", &json!({ "name": "x" })).await,
+        app.request(Method::PUT, "/items/1")
+            .header("if-match", "*")
+            .json(&json!({ "name": "x" }))
+            .send()
+            .await
+            .unwrap(),
+        app.delete("/items/1").await,
+        app.get("/users").await,
+        app.get("/products").await,
+        app.post_json("/products", &json!({ "name": "x", "price": 1 }))
+            .await,
+    ];
+    for response in responses {
+        let url = response.url().clone();
+        assert!(
+            header(&response, "retry-after")
+                .parse::<u64>()
+                .is_ok_and(|secs| secs > 0),
+            "{url}"
+        );
+        let problem = assert_problem(response, 503).await;
+        let text = problem.to_string();
+        for leak in ["hunter2", "postgres", "10.0.0.5", "refused"] {
+            assert!(!text.contains(leak), "{url} leaks {leak:?}: {text}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn routes_that_need_no_store_keep_answering_when_it_is_down() {
+    let app = TestApp::spawn(unavailable_services()).await;
+
+    assert_eq!(app.get("/").await.status(), 200);
+    assert_eq!(app.get("/products/1").await.status(), 200);
+    // Validation happens before the store is asked.
+    assert_problem(app.post_json("/items", &json!({})).await, 400).await;
+    // An id that names no item needs no store either.
+    assert_eq!(app.get("/items/abc").await.status(), 404);
+}
+
+#[tokio::test]
+async fn a_body_that_arrives_too_slowly_is_cut_off_with_408() {
+    let settings = HttpSettings {
+        body_limits: BodyLimits {
+            max_bytes: 1024,
+            read_timeout: Duration::from_millis(300),
+        },
+        ..test_settings()
+    };
+    let app = TestApp::spawn_with(settings, TestServices::in_memory()).await;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", app.port))
+        .await
+        .unwrap();
+
+    let head = "POST /items HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 20\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(b"{\"name\"").await.unwrap();
+    let mut response = Vec::new();
+    let read =
+        tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut response)).await;
+
+    assert!(
+        read.is_ok(),
+        "the server answered instead of waiting forever"
+    );
+    let text = String::from_utf8_lossy(&response);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("application/problem+json"), "{text}");
+    assert_eq!(
+        app.get("/items")
+            .await
+            .json::<Vec<serde_json::Value>>()
+            .await
+            .unwrap()
+            .len(),
+        0
+    );
+}

@@ -1,0 +1,12 @@
+//! The service's HTTP edge under test: the use cases over
+//! chosen stores ([`TestServices`]), a real server on port 0 over them
+//! ([`TestApp`]), and a typed client for any running service ([`Client`]),
+//! including a process an end-to-end test started.
+
+mod app;
+mod client;
+mod services;
+
+pub use app::{TestApp, test_settings};
+pub use client::{Client, assert_problem, header};
+pub use services::TestServices;
