@@ -103,16 +103,6 @@ impl RateLimitStore for InMemoryRateLimitStore {
     ) -> Result<Spent, RateLimitStoreError> {
         Ok(self.spend_now(client, gcra, arrived))
     }
-
-    /// Always answers: nothing here waits.
-    fn spend_at_once(
-        &self,
-        client: IpAddr,
-        gcra: Gcra,
-        arrived: Instant,
-    ) -> Option<Result<Spent, RateLimitStoreError>> {
-        Some(Ok(self.spend_now(client, gcra, arrived)))
-    }
 }
 
 #[cfg(test)]
@@ -167,24 +157,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn spending_at_once_and_awaited_draw_on_one_budget_c9() {
+    async fn a_budget_of_two_allows_two_requests_then_refuses_c9() {
         let store = InMemoryRateLimitStore::default();
         let client = IpAddr::from([198, 51, 100, 2]);
         let twice_a_minute = Gcra::new(NonZeroU32::new(2).unwrap(), Duration::from_secs(60));
         let arrived = Instant::now();
-        let first = store.spend_at_once(client, twice_a_minute, arrived);
-        assert!(matches!(first, Some(Ok(Spent { allowed: true, .. }))));
-        assert!(
-            store
-                .spend(client, twice_a_minute, arrived)
-                .await
-                .unwrap()
-                .allowed
-        );
-        let third = store.spend_at_once(client, twice_a_minute, arrived);
-        assert!(
-            matches!(third, Some(Ok(Spent { allowed: false, .. }))),
-            "the budget of two is spent, whichever way it was asked"
-        );
+        for expected in [true, true, false] {
+            let spent = store.spend(client, twice_a_minute, arrived).await.unwrap();
+            assert_eq!(spent.allowed, expected, "the budget of two is spent in order");
+        }
     }
 }

@@ -111,10 +111,7 @@ impl RateLimiter {
         {
             return Ok(gcra.verdict(spent));
         }
-        let spent = match self.local.spend_at_once(client, gcra, arrived) {
-            Some(spent) => spent?,
-            None => self.local.spend(client, gcra, arrived).await?,
-        };
+        let spent = self.local.spend(client, gcra, arrived).await?;
         Ok(gcra.verdict(spent))
     }
 }
@@ -175,10 +172,6 @@ mod tests {
             .return_once(|_, _, _| Err(RateLimitStoreError::new("timed out")));
         let mut local = MockRateLimitStore::new();
         local
-            .expect_spend_at_once()
-            .times(1)
-            .returning(|_, _, _| None);
-        local
             .expect_spend()
             .times(1)
             .return_once(|_, _, _| Ok(spent(true)));
@@ -188,29 +181,14 @@ mod tests {
         assert!(matches!(verdict, Verdict::Allowed { .. }));
     }
 
-    /// A limiter over a local store that answers once, at once, with
-    /// `answer`, and must not be awaited.
-    fn local_answering_at_once(answer: fn() -> Result<Spent, RateLimitStoreError>) -> RateLimiter {
+    #[tokio::test]
+    async fn a_failing_local_store_is_the_checks_error() {
         let mut local = MockRateLimitStore::new();
         local
-            .expect_spend_at_once()
+            .expect_spend()
             .times(1)
-            .returning(move |_, _, _| Some(answer()));
-        local.expect_spend().never();
-        RateLimiter::local(Arc::new(local))
-    }
-
-    #[tokio::test]
-    async fn a_local_store_that_answers_at_once_is_not_awaited_c9() {
-        let limiter = local_answering_at_once(|| Ok(spent(false)));
-
-        let verdict = check(&limiter).await.unwrap();
-        assert!(matches!(verdict, Verdict::Refused { .. }));
-    }
-
-    #[tokio::test]
-    async fn a_local_store_failing_at_once_is_the_checks_error() {
-        let limiter = local_answering_at_once(|| Err(RateLimitStoreError::new("broken")));
+            .return_once(|_, _, _| Err(RateLimitStoreError::new("broken")));
+        let limiter = RateLimiter::local(Arc::new(local));
 
         assert!(check(&limiter).await.is_err());
     }

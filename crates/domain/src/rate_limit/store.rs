@@ -31,25 +31,6 @@ pub trait RateLimitStore: Send + Sync {
         gcra: Gcra,
         arrived: Instant,
     ) -> Result<Spent, RateLimitStoreError>;
-
-    /// Spends as [`spend`](Self::spend) does, if the store can without
-    /// waiting, and says so with `Some`; `None` (the default) leaves the
-    /// decision to `spend`. A store in this process answers here: a call
-    /// through `async_trait` boxes its future, one allocation per request
-    /// for a decision that never waits (callgrind, `GET /` with the limiter
-    /// on: ~175 instructions of the ~22,000).
-    ///
-    /// # Errors
-    /// As [`spend`](Self::spend); a store that answers `Some` MUST spend
-    /// exactly as `spend` would have.
-    fn spend_at_once(
-        &self,
-        _client: IpAddr,
-        _gcra: Gcra,
-        _arrived: Instant,
-    ) -> Option<Result<Spent, RateLimitStoreError>> {
-        None
-    }
 }
 
 /// A [`RateLimitStore`] could not answer now; nothing was spent. The cause
