@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use crate::config::DatabaseUrl;
-use clap::Args;
+use crate::config::{CopyArgs, DatabaseUrl};
 use items_adapters::postgres::{PostgresSink, PostgresSnapshot};
 use items_adapters::report::ErrorChain;
 use items_adapters::sqlite::{SqliteSink, SqliteSnapshot};
@@ -23,18 +22,6 @@ use items_domain::transfer::{Copied, Counts, SnapshotSource, StoreSink, copy_sto
 const BATCH: usize = 10_000;
 /// At most one progress line this often.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
-
-/// The arguments of `items-service copy`.
-#[derive(Debug, Clone, Args)]
-pub struct CopyArgs {
-    /// The store to read: `sqlite://PATH`, `sqlite:PATH` or `postgres://…`.
-    #[arg(long, value_parser = DatabaseUrl::parse)]
-    pub from: DatabaseUrl,
-    /// The empty store to fill, of either kind (a SQLite file is created
-    /// when missing).
-    #[arg(long, value_parser = DatabaseUrl::parse)]
-    pub to: DatabaseUrl,
-}
 
 impl DatabaseUrl {
     /// Whether both name the same store (a SQLite file by its resolved path).

@@ -26,10 +26,12 @@ pub mod defaults;
 pub mod listening;
 mod metrics;
 pub mod migrate;
+mod start_error;
 pub mod startup;
 mod store;
 pub mod telemetry;
 
 pub use config::Config;
 pub use listening::Listening;
-pub use startup::{Application, StartError};
+pub use start_error::StartError;
+pub use startup::Application;

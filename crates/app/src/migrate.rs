@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use crate::config::StoreConfig;
-use crate::startup::StartError;
+use crate::start_error::StartError;
 use crate::store::Store;
 
 /// How long `migrate` waits for an unreachable PostgreSQL server: shorter than the

@@ -14,7 +14,7 @@ use items_adapters::sqlite::{SqliteSettings, SqliteStore};
 use items_domain::{HealthCheck, Repositories};
 
 use crate::config::{DatabaseUrl, StoreConfig};
-use crate::startup::StartError;
+use crate::start_error::StartError;
 
 /// How long to wait for the database at start before giving up: long enough
 /// for a database that starts alongside the service, short enough that a

@@ -10,7 +10,7 @@ mod groups;
 use std::ffi::OsString;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use database::DatabaseUrl;
 pub use groups::{AdminConfig, LimiterConfig, LogFormat, ServerConfig, StoreConfig, UploadsConfig};
@@ -61,8 +61,21 @@ pub enum Command {
     },
     /// Copy every item and product, with its id, and the id counters, from
     /// one durable store to an empty one (C12).
-    Copy(crate::copy::CopyArgs),
+    Copy(CopyArgs),
 }
+
+/// The arguments of `items-service copy`.
+#[derive(Debug, Clone, Args)]
+pub struct CopyArgs {
+    /// The store to read: `sqlite://PATH`, `sqlite:PATH` or `postgres://…`.
+    #[arg(long, value_parser = DatabaseUrl::parse)]
+    pub from: DatabaseUrl,
+    /// The empty store to fill, of either kind (a SQLite file is created
+    /// when missing).
+    #[arg(long, value_parser = DatabaseUrl::parse)]
+    pub to: DatabaseUrl,
+}
+
 
 /// What to do instead of running, when the command line says so.
 #[derive(Debug)]
