@@ -1,9 +1,12 @@
 //! A TCP proxy in front of a dependency (PostgreSQL, Redis) that a test can
 //! cut and restore, or freeze and thaw, to show what an adapter does while
 //! the dependency is unreachable (`RepositoryError::Unavailable`) or stalled
-//! (C12's statement budget), and that it recovers.
+//! (C12's statement budget), and that it recovers; or set a [`Trap`] for one
+//! message, to lose it or its answer (C12: a commit whose answer is lost).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -25,13 +28,34 @@ enum State {
     Cut,
 }
 
+/// What happens to the next message a client sends that holds the trap's
+/// bytes (e.g. PostgreSQL's `commit`), on that connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trap {
+    /// The message reaches the server; nothing the server sends on that
+    /// connection reaches the client again, and nothing is closed: its
+    /// answer is lost.
+    LoseAnswer,
+    /// The message never reaches the server, nor does anything after it,
+    /// and nothing comes back; nothing is closed.
+    LoseMessage,
+    /// The message reaches the server, then the whole proxy freezes
+    /// ([`TcpProxy::freeze`]): its answer is held, and so is every other
+    /// connection, new ones included, until a thaw.
+    FreezeAfter,
+}
+
+/// A trap set and not yet sprung: the bytes it waits for, and what it does.
+type Armed = Arc<Mutex<Option<(Vec<u8>, Trap)>>>;
+
 /// A TCP proxy that a test can cut (every connection dropped, new ones
-/// refused) and restore on the same port, or freeze (nothing forwarded,
-/// nothing closed) and thaw.
+/// refused) and restore on the same port, freeze (nothing forwarded,
+/// nothing closed) and thaw, or [`trap`](TcpProxy::trap) one message.
 #[derive(Debug)]
 pub struct TcpProxy {
     port: u16,
     state: watch::Sender<State>,
+    armed: Armed,
 }
 
 impl TcpProxy {
@@ -50,6 +74,9 @@ impl TcpProxy {
             .expect("a bound listener has an address")
             .port();
         let (state, mut watch) = watch::channel(State::Open);
+        let armed = Armed::default();
+        let trap = Arc::clone(&armed);
+        let freezer = state.clone();
         tokio::spawn(async move {
             let mut listener = Some(listener);
             loop {
@@ -74,13 +101,17 @@ impl TcpProxy {
                 tokio::select! {
                     accepted = accepting.accept() => {
                         let Ok((client, _)) = accepted else { continue };
-                        tokio::spawn(forward(client, target, watch.clone()));
+                        let traps = Traps {
+                            armed: Arc::clone(&trap),
+                            freezer: freezer.clone(),
+                        };
+                        tokio::spawn(forward(client, target, watch.clone(), traps));
                     }
                     changed = watch.changed() => if changed.is_err() { return },
                 }
             }
         });
-        Self { port, state }
+        Self { port, state, armed }
     }
 
     /// The port clients connect to.
@@ -105,34 +136,149 @@ impl TcpProxy {
     pub fn thaw(&self) {
         self.state.send_replace(State::Open);
     }
+
+    /// Sets `trap` for the next message any client sends that holds
+    /// `needle` (looked for within one read, which holds a small message
+    /// whole); it springs once.
+    ///
+    /// # Panics
+    /// Never in practice: the lock is only held to swap the trap.
+    pub fn trap(&self, needle: &[u8], trap: Trap) {
+        *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = Some((needle.to_vec(), trap));
+    }
+
+    /// Whether the trap set last has sprung.
+    pub fn trap_sprung(&self) -> bool {
+        self.armed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+    }
+}
+
+/// What a connection needs to spring a trap.
+#[derive(Debug, Clone)]
+struct Traps {
+    armed: Armed,
+    /// Freezes the whole proxy ([`Trap::FreezeAfter`]).
+    freezer: watch::Sender<State>,
+}
+
+impl Traps {
+    /// The trap `chunk` springs, if one is set and `chunk` holds its bytes.
+    fn spring(&self, chunk: &[u8]) -> Option<Trap> {
+        let mut armed = self.armed.lock().unwrap_or_else(PoisonError::into_inner);
+        let (needle, _) = armed.as_ref()?;
+        if !chunk
+            .windows(needle.len())
+            .any(|window| window == needle.as_slice())
+        {
+            return None;
+        }
+        armed.take().map(|(_, trap)| trap)
+    }
+}
+
+/// What a sprung trap stopped on one connection.
+#[derive(Debug, Default)]
+struct Lost {
+    /// Nothing more from the client reaches the server.
+    messages: AtomicBool,
+    /// Nothing more from the server reaches the client.
+    answers: AtomicBool,
 }
 
 /// Forwards one connection both ways until either side closes or the proxy
 /// is cut.
-async fn forward(client: TcpStream, target: SocketAddr, mut watch: watch::Receiver<State>) {
+async fn forward(
+    client: TcpStream,
+    target: SocketAddr,
+    mut watch: watch::Receiver<State>,
+    traps: Traps,
+) {
     let Ok(server) = TcpStream::connect(target).await else {
         return;
     };
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
     let (up, down) = (watch.clone(), watch.clone());
+    let lost = Arc::new(Lost::default());
     tokio::select! {
         _ = async {
             tokio::join!(
-                pump(client_read, server_write, up),
-                pump(server_read, client_write, down),
+                pump(client_read, server_write, up, Direction::Up(traps, Arc::clone(&lost))),
+                pump(server_read, client_write, down, Direction::Down(lost)),
             )
         } => {}
         _ = watch.wait_for(|state| *state == State::Cut) => {}
     }
 }
 
+/// Which way a pump copies, and what a sprung trap makes it drop.
+enum Direction {
+    /// Client to server: where traps spring.
+    Up(Traps, Arc<Lost>),
+    /// Server to client.
+    Down(Arc<Lost>),
+}
+
+/// What a pump does with one chunk.
+#[derive(Debug, PartialEq, Eq)]
+enum Action {
+    Forward,
+    /// Forward it, then freeze the proxy ([`Trap::FreezeAfter`]).
+    ForwardThenFreeze,
+    Drop,
+}
+
+impl Direction {
+    /// What to do with `chunk`; springs a trap it holds.
+    fn action(&self, chunk: &[u8]) -> Action {
+        match self {
+            Self::Down(lost) if lost.answers.load(Ordering::Relaxed) => Action::Drop,
+            Self::Down(_) => Action::Forward,
+            Self::Up(_, lost) if lost.messages.load(Ordering::Relaxed) => Action::Drop,
+            Self::Up(traps, lost) => match traps.spring(chunk) {
+                None => Action::Forward,
+                Some(Trap::LoseAnswer) => {
+                    lost.answers.store(true, Ordering::Relaxed);
+                    Action::Forward
+                }
+                Some(Trap::LoseMessage) => {
+                    lost.messages.store(true, Ordering::Relaxed);
+                    lost.answers.store(true, Ordering::Relaxed);
+                    Action::Drop
+                }
+                Some(Trap::FreezeAfter) => Action::ForwardThenFreeze,
+            },
+        }
+    }
+
+    fn freeze(&self) {
+        if let Self::Up(traps, _) = self {
+            traps.freezer.send_replace(State::Frozen);
+        }
+    }
+}
+
 /// Copies `from` to `to`, holding every chunk read while the proxy is
-/// frozen until it thaws; passes the end of the stream on the same way.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut watch: watch::Receiver<State>) {
+/// frozen until it thaws, and dropping what a sprung trap stopped (the end
+/// of the stream included: nothing is closed); passes the end of the stream
+/// on otherwise.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    mut watch: watch::Receiver<State>,
+    direction: Direction,
+) {
     let mut buffer = vec![0; 16 * 1024];
     loop {
         let read = from.read(&mut buffer).await;
+        let n = match read {
+            Ok(n) => n,
+            Err(_) => 0,
+        };
+        let action = direction.action(&buffer[..n]);
         if watch
             .wait_for(|state| *state != State::Frozen)
             .await
@@ -140,14 +286,19 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut watch: watch:
         {
             return;
         }
-        match read {
-            Ok(0) | Err(_) => {
+        match (action, n) {
+            (Action::Drop, 0) => return,
+            (Action::Drop, _) => {}
+            (_, 0) => {
                 let _ = to.shutdown().await;
                 return;
             }
-            Ok(n) => {
+            (action, n) => {
                 if to.write_all(&buffer[..n]).await.is_err() {
                     return;
+                }
+                if action == Action::ForwardThenFreeze {
+                    direction.freeze();
                 }
             }
         }
@@ -237,5 +388,52 @@ mod tests {
             }
         };
         assert_eq!(round_trip(&mut after, b"back").await, b"back");
+    }
+
+    #[tokio::test]
+    async fn a_trap_loses_the_answer_to_its_message_once_and_nothing_else() {
+        let proxy = TcpProxy::start(echo().await).await;
+        let mut trapped = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        let mut other = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        assert_eq!(round_trip(&mut trapped, b"ping").await, b"ping");
+
+        proxy.trap(b"commit", Trap::LoseAnswer);
+        trapped.write_all(b"commit").await.unwrap();
+        let mut answer = [0; 6];
+        let waited =
+            tokio::time::timeout(Duration::from_millis(300), trapped.read(&mut answer)).await;
+        assert!(waited.is_err(), "the answer is lost, the connection open");
+        assert!(proxy.trap_sprung());
+        assert_eq!(round_trip(&mut other, b"commit").await, b"commit");
+    }
+
+    #[tokio::test]
+    async fn a_trap_can_lose_its_message_or_freeze_everything_after_it() {
+        let proxy = TcpProxy::start(echo().await).await;
+        let mut trapped = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        proxy.trap(b"commit", Trap::LoseMessage);
+        trapped.write_all(b"commit").await.unwrap();
+        let mut answer = [0; 6];
+        let waited =
+            tokio::time::timeout(Duration::from_millis(300), trapped.read(&mut answer)).await;
+        assert!(waited.is_err(), "the message never arrived, so no echo");
+
+        let mut frozen = TcpStream::connect(("127.0.0.1", proxy.port()))
+            .await
+            .unwrap();
+        proxy.trap(b"commit", Trap::FreezeAfter);
+        frozen.write_all(b"commit").await.unwrap();
+        let waited =
+            tokio::time::timeout(Duration::from_millis(300), frozen.read(&mut answer)).await;
+        assert!(waited.is_err(), "the echo is held by the freeze");
+        proxy.thaw();
+        frozen.read_exact(&mut answer).await.unwrap();
+        assert_eq!(&answer, b"commit", "the message had reached the server");
     }
 }
