@@ -43,8 +43,13 @@
 //! ```
 //!
 //! A store that can fail maps every failure to
-//! [`RepositoryError::unavailable`], keeping the cause for the logs. The
-//! repository contract checks hold an adapter to every `MUST` below.
+//! [`RepositoryError::unavailable`], keeping the cause for the logs: it
+//! means nothing was written (C12). The one exception is a write whose
+//! commit was sent and whose answer was lost: a store that then cannot learn
+//! the transaction's fate MUST return [`RepositoryError::OutcomeUnknown`]
+//! instead, and MUST NOT return `Unavailable` for a write that may have been
+//! applied. The repository contract checks hold an adapter to every `MUST`
+//! below.
 //!
 //! [`async_trait`]: https://docs.rs/async-trait
 

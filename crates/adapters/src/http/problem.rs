@@ -95,8 +95,13 @@ pub enum ApiError {
     /// 507 problem: the uploads bound (`UPLOADS_MAX_BYTES`) or the disk is
     /// full, so nothing was kept (C5); the cause is logged.
     InsufficientStorage(Box<dyn std::error::Error + Send + Sync>),
-    /// 503 problem with `Retry-After`: a store is unreachable; the cause is logged.
+    /// 503 problem with `Retry-After`: a store is unreachable and nothing
+    /// was written; the cause is logged.
     Unavailable(RepositoryError),
+    /// 504 problem of type `outcome-unknown`: a write was sent for commit
+    /// and whether it was applied could not be learned (C12); the cause is
+    /// logged.
+    OutcomeUnknown(RepositoryError),
     /// 500 problem: a bug or an I/O failure; the cause is logged, never sent.
     Internal(Box<dyn std::error::Error + Send + Sync>),
 }
@@ -146,8 +151,12 @@ impl ApiError {
                 format!("Too many requests; retry in {retry_after_secs} s.")
             }
             Self::Unavailable(_) => {
-                "The service is temporarily unavailable; retry later.".to_owned()
+                "The service is temporarily unavailable; nothing was written; retry later."
+                    .to_owned()
             }
+            Self::OutcomeUnknown(_) => "The store did not say whether this write was applied; \
+                 it may have been. Retry only with the same Idempotency-Key."
+                .to_owned(),
             Self::InsufficientStorage(_) => {
                 "There is no room left to store uploads; nothing was kept.".to_owned()
             }
@@ -169,21 +178,30 @@ impl From<CreateError> for ApiError {
         match error {
             CreateError::KeyReused => Self::KeyReused,
             CreateError::KeyInFlight => Self::KeyInFlight,
-            CreateError::Unavailable(error) => Self::Unavailable(error),
+            CreateError::Unavailable(error) => Self::from(error),
         }
     }
 }
 
 impl From<RepositoryError> for ApiError {
     fn from(error: RepositoryError) -> Self {
-        Self::Unavailable(error)
+        if error.is_outcome_unknown() {
+            Self::OutcomeUnknown(error)
+        } else {
+            Self::Unavailable(error)
+        }
     }
 }
+
+/// The problem type of a 504 whose write may have been applied (C12); every
+/// other problem is `about:blank`.
+pub const OUTCOME_UNKNOWN: &str = "outcome-unknown";
 
 /// An RFC 9457 problem document: every error the spec does not define (C6).
 #[derive(Serialize, ToSchema)]
 pub(crate) struct Problem<'a> {
-    /// Always `about:blank`.
+    /// `about:blank`, or `outcome-unknown` on a 504 whose write may have
+    /// been applied (C12).
     #[serde(rename = "type")]
     kind: &'static str,
     title: &'static str,
@@ -201,8 +219,18 @@ pub(crate) fn problem_response(
     detail: String,
     errors: &[FieldError],
 ) -> ProblemResponse {
+    typed_problem_response("about:blank", status, detail, errors)
+}
+
+/// [`problem_response`] with a problem type of its own.
+fn typed_problem_response(
+    kind: &'static str,
+    status: StatusCode,
+    detail: String,
+    errors: &[FieldError],
+) -> ProblemResponse {
     let problem = Problem {
-        kind: "about:blank",
+        kind,
         title: status.canonical_reason().unwrap_or("Error"),
         status: status.as_u16(),
         detail,
@@ -249,6 +277,7 @@ impl ResponseError for ApiError {
             Self::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::OutcomeUnknown(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -276,6 +305,11 @@ impl ResponseError for ApiError {
                     header::RETRY_AFTER,
                     Self::RETRY_UNAVAILABLE_SECS.to_string(),
                 )
+            }
+            // No Retry-After: a blind retry could apply the write twice.
+            Self::OutcomeUnknown(cause) => {
+                tracing::error!(error = %ErrorChain(cause), "write outcome unknown");
+                typed_problem_response(OUTCOME_UNKNOWN, status, self.detail(), &[])
             }
             Self::InsufficientStorage(cause) => {
                 tracing::warn!(error = %ErrorChain(cause.as_ref()), "uploads storage full");

@@ -164,7 +164,10 @@ mod tests {
         let arrived = Instant::now();
         for expected in [true, true, false] {
             let spent = store.spend(client, twice_a_minute, arrived).await.unwrap();
-            assert_eq!(spent.allowed, expected, "the budget of two is spent in order");
+            assert_eq!(
+                spent.allowed, expected,
+                "the budget of two is spent in order"
+            );
         }
     }
 }

@@ -231,7 +231,7 @@ impl ItemRepository for PostgresItemRepository {
         expected: Option<Name>,
     ) -> Result<Replaced, RepositoryError> {
         let mut connection = lease(&self.pool).await?;
-        connection.begin("begin").await?;
+        connection.begin_write().await?;
         let id = item.id.get();
         let new = item.name.as_str().as_bytes();
         let updated = match &expected {
@@ -284,7 +284,7 @@ impl ItemRepository for PostgresItemRepository {
     /// In a transaction committed only within the budget (`budget.rs`).
     async fn delete(&self, id: Id) -> Result<bool, RepositoryError> {
         let mut connection = lease(&self.pool).await?;
-        connection.begin("begin").await?;
+        connection.begin_write().await?;
         let deleted = connection
             .run(|connection| {
                 sqlx::query("delete from items where id = $1")

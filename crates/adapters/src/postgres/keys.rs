@@ -127,7 +127,7 @@ pub(super) async fn create_item(
     if let Some(first) = first_item(&mut connection, key, live_since).await? {
         return Ok(Keyed::of_live_key(first, same));
     }
-    connection.begin("begin").await?;
+    connection.begin_write().await?;
     let created: Option<i64> = connection
         .run(|connection| {
             sqlx::query_scalar(CREATE_ITEM)
@@ -167,7 +167,7 @@ pub(super) async fn create_product(
     if let Some(first) = first_product(&mut connection, key, live_since).await? {
         return Ok(Keyed::of_live_key(first, same));
     }
-    connection.begin("begin").await?;
+    connection.begin_write().await?;
     let created: Option<i64> = connection
         .run(|connection| {
             sqlx::query_scalar(CREATE_PRODUCT)

@@ -10,6 +10,7 @@
 
 mod budget;
 mod coalesce;
+mod fate;
 mod items;
 mod keys;
 mod pool;
@@ -273,10 +274,11 @@ impl HealthCheck for PostgresStore {
         };
         // The repository error says "unavailable" and holds why: the why is
         // what the readiness report shows.
-        answered
-            .await
-            .map(drop)
-            .map_err(|RepositoryError::Unavailable(cause)| DependencyDown::new(cause))
+        answered.await.map(drop).map_err(
+            |(RepositoryError::Unavailable(cause) | RepositoryError::OutcomeUnknown(cause))| {
+                DependencyDown::new(cause)
+            },
+        )
     }
 }
 

@@ -23,9 +23,10 @@ use deadpool::managed::{
 };
 use items_domain::RepositoryError;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{Connection as _, Executor as _, PgConnection};
+use sqlx::{Connection as _, Executor as _, PgConnection, Row as _};
 use tokio::time::Instant;
 
+use super::fate::{self, LostAnswer, Transaction};
 use super::{ACQUIRE_TIMEOUT, unavailable};
 use crate::sql::budget::over_budget;
 
@@ -99,6 +100,9 @@ pub(super) struct Lease {
     deadline: Instant,
     /// Work on it was cut by the deadline: the connection is closed.
     expired: bool,
+    /// The write transaction open on it ([`Lease::begin_write`]), for
+    /// learning its fate if its commit's answer is lost (`fate.rs`).
+    transaction: Option<Transaction>,
 }
 
 /// A connection from `pool` for one store operation, which must end within
@@ -148,6 +152,7 @@ async fn lease_from(
             budget,
             deadline,
             expired: false,
+            transaction: None,
         })),
         Ok(Err(error)) => Ok(Err(error)),
         Err(_) if wait == budget => Err(over_budget(budget)),
@@ -173,6 +178,7 @@ impl Lease {
             budget,
             deadline,
             expired,
+            ..
         } = self;
         // `timeout_at` polls the work once even after the deadline, which
         // would send it (a `commit`, say): nothing is sent once it passed.
@@ -213,28 +219,83 @@ impl Lease {
     /// Opens a transaction with `statement` (`begin …`); it stays open
     /// across [`Lease::run`]s until [`Lease::commit`], and is rolled back
     /// if the lease goes back to the pool first (or, the connection closed,
-    /// by the server).
+    /// by the server). For reads; a transaction that writes begins with
+    /// [`Lease::begin_write`].
     pub(super) async fn begin(&mut self, statement: &'static str) -> Result<(), RepositoryError> {
-        // Past the deadline nothing is sent: no transaction to roll back.
+        self.opening()?;
+        self.run(|connection| connection.execute(statement))
+            .await
+            .map(drop)
+    }
+
+    /// Opens a transaction that writes, as [`Lease::begin`] does, and takes
+    /// its id and backend in the same round trip, so that its fate can be
+    /// learned if its commit's answer is lost (`fate.rs`).
+    pub(super) async fn begin_write(&mut self) -> Result<(), RepositoryError> {
+        self.opening()?;
+        let row = self
+            // A query without arguments goes as a simple query, which may
+            // hold two statements; its first row is the `select`'s.
+            .run(|connection| connection.fetch_one(fate::BEGIN_WRITE))
+            .await?;
+        let transaction = Transaction {
+            id: row.try_get(0).map_err(unavailable)?,
+            backend: row.try_get(1).map_err(unavailable)?,
+        };
+        self.transaction = Some(transaction);
+        Ok(())
+    }
+
+    /// Marks the connection as in a transaction about to open; past the
+    /// deadline nothing is sent, so there is no transaction to roll back.
+    fn opening(&mut self) -> Result<(), RepositoryError> {
         if self.expired || Instant::now() >= self.deadline {
             return Err(over_budget(self.budget));
         }
         if let Some(connection) = self.connection.as_mut() {
             connection.in_transaction = true;
         }
-        self.run(|connection| connection.execute(statement))
-            .await
-            .map(drop)
+        Ok(())
     }
 
     /// Commits, unless the deadline passed: a write answered 503 is then
-    /// rolled back, never committed afterwards (`budget.rs`).
+    /// rolled back, never committed afterwards (`sql/budget.rs`). Once sent,
+    /// the commit's answer is awaited past the deadline by [`fate::grace`];
+    /// without it, the transaction's fate is learned from the server and
+    /// answered by (C12, `fate.rs`): `Ok` if it committed, `Unavailable` if
+    /// it was rolled back, `OutcomeUnknown` only if that cannot be learned.
     pub(super) async fn commit(&mut self) -> Result<(), RepositoryError> {
-        self.run(|connection| connection.execute("commit")).await?;
-        if let Some(connection) = self.connection.as_mut() {
-            connection.in_transaction = false;
+        if self.expired || Instant::now() >= self.deadline {
+            return Err(over_budget(self.budget));
         }
-        Ok(())
+        let transaction = self.transaction.take();
+        let Some(connection) = self.connection.as_mut() else {
+            return Err(RepositoryError::unavailable("the connection was closed"));
+        };
+        let grace = fate::grace(self.budget);
+        let Connection {
+            raw,
+            unsettled,
+            in_transaction,
+        } = &mut **connection;
+        *unsettled = true;
+        let sent = Instant::now();
+        let lost = match tokio::time::timeout_at(self.deadline + grace, raw.execute("commit")).await
+        {
+            Ok(Ok(_)) => {
+                *unsettled = false;
+                *in_transaction = false;
+                return Ok(());
+            }
+            Ok(Err(error)) => LostAnswer::Failed(error),
+            Err(_) => LostAnswer::Unanswered {
+                waited: sent.elapsed(),
+            },
+        };
+        // The connection is not trusted again: closed when the lease drops.
+        self.expired = true;
+        let options = Object::pool(connection).map(|pool| pool.manager().options.clone());
+        fate::learn(options, transaction, lost, grace).await
     }
 }
 

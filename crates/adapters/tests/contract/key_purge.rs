@@ -5,10 +5,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::scratch_store::ScratchStore;
 use items_domain::idempotency::PURGE_BATCH;
 use items_domain::{IdempotencyKey, ItemRepository, KEY_LIFETIME, Name};
 use items_testkit::Fixture;
-use crate::scratch_store::ScratchStore;
 use sqlx::{Connection, PgConnection, SqliteConnection};
 
 use super::sqlite_file::SqliteFile;

@@ -10,7 +10,7 @@ impl From<GetItemError> for ApiError {
     fn from(error: GetItemError) -> Self {
         match error {
             GetItemError::NotFound(_) => Self::ItemNotFound,
-            GetItemError::Unavailable(cause) => Self::Unavailable(cause),
+            GetItemError::Unavailable(cause) => Self::from(cause),
         }
     }
 }
@@ -20,7 +20,7 @@ impl From<ReplaceItemError> for ApiError {
         match error {
             ReplaceItemError::NotFound(_) => Self::ItemNotFound,
             ReplaceItemError::PreconditionFailed(_) => Self::PreconditionFailed,
-            ReplaceItemError::Unavailable(cause) => Self::Unavailable(cause),
+            ReplaceItemError::Unavailable(cause) => Self::from(cause),
         }
     }
 }

@@ -27,12 +27,14 @@ mod steps;
 
 use steps::{
     BodyRefusals, ConditionalGet, ParameterExamples, RateLimiting, TextFields, operations, problem,
-    retry_after,
+    retry_after, writes,
 };
 
 /// The operations that read or write a store. Each may answer 503 with
-/// `Retry-After` while the store is unreachable, so they are gathered in a
-/// document of their own and get that response here, once.
+/// `Retry-After` while the store is unreachable (nothing written), and each
+/// that writes may answer 504 `outcome-unknown` when a commit's answer was
+/// lost and its fate could not be learned (C12), so they are gathered in a
+/// document of their own and get those responses here, once.
 #[derive(OpenApi)]
 #[openapi(paths(
     items::handlers::list,
@@ -50,14 +52,31 @@ impl Modify for StoreOperations {
     /// Puts these operations first, in the order listed, then the others.
     fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
         let mut stored = Self::openapi();
+        let unavailable = |description| {
+            RefOr::T(
+                problem(description)
+                    .header("Retry-After", retry_after())
+                    .build(),
+            )
+        };
         for operation in operations(&mut stored.paths) {
-            let unavailable = problem("The store is unavailable; retry later")
-                .header("Retry-After", retry_after())
-                .build();
-            operation
-                .responses
-                .responses
-                .insert("503".to_owned(), RefOr::T(unavailable));
+            operation.responses.responses.insert(
+                "503".to_owned(),
+                unavailable("The store is unavailable; retry later"),
+            );
+        }
+        for operation in writes(&mut stored.paths) {
+            let responses = &mut operation.responses.responses;
+            responses.insert(
+                "503".to_owned(),
+                unavailable("The store is unavailable and nothing was written; retry later"),
+            );
+            let unknown = problem(
+                "Problem type `outcome-unknown`: the store did not say whether the write was \
+                 applied, and it may have been; retry only with the same Idempotency-Key",
+            )
+            .build();
+            responses.insert("504".to_owned(), RefOr::T(unknown));
         }
         let others = std::mem::take(&mut document.paths);
         document.merge(stored);

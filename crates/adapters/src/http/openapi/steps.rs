@@ -63,6 +63,15 @@ pub(super) fn operations(paths: &mut Paths) -> impl Iterator<Item = &mut Operati
     })
 }
 
+/// The operations of `paths` that write: `POST`, `PUT` and `DELETE`.
+pub(super) fn writes(paths: &mut Paths) -> impl Iterator<Item = &mut Operation> {
+    paths.paths.values_mut().flat_map(|item| {
+        [&mut item.post, &mut item.put, &mut item.delete]
+            .into_iter()
+            .flatten()
+    })
+}
+
 fn header(schema: impl Into<RefOr<Schema>>, description: impl Into<String>) -> Header {
     HeaderBuilder::new()
         .schema(schema)

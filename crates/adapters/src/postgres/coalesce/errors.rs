@@ -9,10 +9,11 @@ use items_domain::RepositoryError;
 
 use crate::batch::{self, Batch};
 
-/// Answers every request of `batch` unavailable, for `error`.
+/// Answers every request of `batch` with the batch's failure, `error`: each
+/// gets its kind (nothing written, or a commit whose fate is unknown, C12).
 pub(super) fn fail<W, T>(batch: Batch<W, Result<T, RepositoryError>>, error: RepositoryError) {
     let cause = Arc::new(error);
-    batch.answer_each(|_| Err(RepositoryError::unavailable(Shared(Arc::clone(&cause)))));
+    batch.answer_each(|_| Err(cause.with_cause(Shared(Arc::clone(&cause)))));
 }
 
 /// A batch's failure, shared by each of its requests: it shows as the

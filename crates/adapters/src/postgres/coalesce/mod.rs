@@ -150,7 +150,7 @@ type Reply<O> = Result<<O as Operation>::Output, RepositoryError>;
 /// Opens the transaction a writing operation runs in ([`Operation::WRITES`]).
 async fn begin<O: Operation>(lease: &mut Lease) -> Result<(), RepositoryError> {
     if O::WRITES {
-        lease.begin("begin").await?;
+        lease.begin_write().await?;
     }
     Ok(())
 }
