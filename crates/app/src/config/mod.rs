@@ -76,7 +76,6 @@ pub struct CopyArgs {
     pub to: DatabaseUrl,
 }
 
-
 /// What to do instead of running, when the command line says so.
 #[derive(Debug)]
 pub enum Early {

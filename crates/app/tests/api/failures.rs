@@ -1,5 +1,6 @@
 //! When things go wrong: an unreachable store (503, nothing internal sent,
-//! C6) and a client that sends its body too slowly (408).
+//! C6), a write whose outcome the store cannot tell (504, C12) and a client
+//! that sends its body too slowly (408).
 
 use std::time::Duration;
 
@@ -40,6 +41,48 @@ fn unavailable_services() -> TestServices {
     let mut users = MockUserRepository::new();
     users.expect_list().returning(|| Err(failure()));
     TestServices::over(Repositories::new(items, products, users))
+}
+
+/// Use cases whose every write was sent for commit and lost, its fate
+/// unknown to the store.
+fn outcome_unknown_services() -> TestServices {
+    let unknown = || RepositoryError::outcome_unknown(SECRET);
+    let mut items = MockItemRepository::new();
+    items.expect_create().returning(move |_| Err(unknown()));
+    items
+        .expect_create_keyed()
+        .returning(move |_, _, _| Err(unknown()));
+    items.expect_replace().returning(move |_, _| Err(unknown()));
+    items.expect_delete().returning(move |_| Err(unknown()));
+    let mut products = MockProductRepository::new();
+    products.expect_create().returning(move |_, _| Err(unknown()));
+    TestServices::over(Repositories::new(
+        items,
+        products,
+        MockUserRepository::new(),
+    ))
+}
+
+#[tokio::test]
+async fn a_write_whose_outcome_is_unknown_gets_504_outcome_unknown_without_retry_after_c12() {
+    let app = TestApp::spawn(outcome_unknown_services()).await;
+
+    let responses = [
+        app.post_json("/items", &json!({ "name": "x" })).await,
+        app.post_keyed("/items", "key", &json!({ "name": "x" })).await,
+        app.put_json("/items/1", &json!({ "name": "x" })).await,
+        app.delete("/items/1").await,
+        app.post_json("/products", &json!({ "name": "x", "price": 1 }))
+            .await,
+    ];
+    for response in responses {
+        let url = response.url().clone();
+        assert!(header(&response, "retry-after").is_empty(), "{url}");
+        let problem = assert_problem_of_type(response, 504, "outcome-unknown").await;
+        let text = problem.to_string();
+        assert!(text.contains("Idempotency-Key"), "{url}: {text}");
+        assert!(!text.contains("hunter2"), "{url} leaks the cause: {text}");
+    }
 }
 
 #[tokio::test]

@@ -26,6 +26,7 @@ mod drain;
 mod fleet;
 mod library;
 mod lifecycle;
+mod lost_commits;
 mod migrate;
 mod operator;
 mod restore;

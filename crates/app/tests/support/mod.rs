@@ -13,5 +13,7 @@ pub mod http;
 #[path = "../../../adapters/tests/support/scratch_store.rs"]
 mod scratch_store;
 
-pub use http::{Client, TestApp, TestServices, assert_problem, header, test_settings};
+pub use http::{
+    Client, TestApp, TestServices, assert_problem, assert_problem_of_type, header, test_settings,
+};
 pub use scratch_store::ScratchStore;

@@ -135,13 +135,22 @@ impl Client {
 /// # Panics
 /// When the response is not such a document.
 pub async fn assert_problem(response: Response, status: u16) -> Value {
+    assert_problem_of_type(response, status, "about:blank").await
+}
+
+/// [`assert_problem`] for a problem of type `kind` (C12's 504 is
+/// `outcome-unknown`; every other problem is `about:blank`).
+///
+/// # Panics
+/// When the response is not such a document.
+pub async fn assert_problem_of_type(response: Response, status: u16, kind: &str) -> Value {
     assert_eq!(response.status(), status);
     assert_eq!(
         header(&response, "content-type"),
         "application/problem+json"
     );
     let body: Value = response.json().await.expect("problem is JSON");
-    assert_eq!(body["type"], "about:blank");
+    assert_eq!(body["type"], kind);
     assert_eq!(body["status"], status);
     assert!(
         body["title"]

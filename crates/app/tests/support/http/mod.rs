@@ -8,5 +8,5 @@ mod client;
 mod services;
 
 pub use app::{TestApp, test_settings};
-pub use client::{Client, assert_problem, header};
+pub use client::{Client, assert_problem, assert_problem_of_type, header};
 pub use services::TestServices;
