@@ -274,10 +274,8 @@ async fn pump(
     let mut buffer = vec![0; 16 * 1024];
     loop {
         let read = from.read(&mut buffer).await;
-        let n = match read {
-            Ok(n) => n,
-            Err(_) => 0,
-        };
+        // A failed read ends the stream like a closed one.
+        let n = read.unwrap_or_default();
         let action = direction.action(&buffer[..n]);
         if watch
             .wait_for(|state| *state != State::Frozen)
