@@ -55,7 +55,9 @@ fn outcome_unknown_services() -> TestServices {
     items.expect_replace().returning(move |_, _| Err(unknown()));
     items.expect_delete().returning(move |_| Err(unknown()));
     let mut products = MockProductRepository::new();
-    products.expect_create().returning(move |_, _| Err(unknown()));
+    products
+        .expect_create()
+        .returning(move |_, _| Err(unknown()));
     TestServices::over(Repositories::new(
         items,
         products,
@@ -69,7 +71,8 @@ async fn a_write_whose_outcome_is_unknown_gets_504_outcome_unknown_without_retry
 
     let responses = [
         app.post_json("/items", &json!({ "name": "x" })).await,
-        app.post_keyed("/items", "key", &json!({ "name": "x" })).await,
+        app.post_keyed("/items", "key", &json!({ "name": "x" }))
+            .await,
         app.put_json("/items/1", &json!({ "name": "x" })).await,
         app.delete("/items/1").await,
         app.post_json("/products", &json!({ "name": "x", "price": 1 }))

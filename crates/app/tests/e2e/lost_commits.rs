@@ -197,10 +197,8 @@ async fn write(client: Client, database: Arc<ScratchDatabase>, writer: usize, it
             .put_json(&format!("/items/{item}"), &json!({"name": new}))
             .await;
         *tally.answers.entry(replaced.status().as_u16()).or_default() += 1;
-        if replaced.status() == 503 {
-            if name_of(&mut direct, item).await == new {
-                tally.refused_replaces_applied.push(new);
-            }
+        if replaced.status() == 503 && name_of(&mut direct, item).await == new {
+            tally.refused_replaces_applied.push(new);
         }
     }
     let _ = direct.close().await;
