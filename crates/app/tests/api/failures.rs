@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use items_adapters::http::{BodyLimits, HttpSettings};
-use items_domain::RepositoryError;
 use items_domain::ports::{MockItemRepository, MockProductRepository, MockUserRepository};
+use items_domain::{Id, Item, ItemListing, Name, RepositoryError};
 use items_testkit::Repositories;
 use reqwest::Method;
 use serde_json::json;
@@ -86,6 +87,66 @@ async fn a_write_whose_outcome_is_unknown_gets_504_outcome_unknown_without_retry
         assert!(text.contains("Idempotency-Key"), "{url}: {text}");
         assert!(!text.contains("hunter2"), "{url} leaks the cause: {text}");
     }
+}
+
+/// Use cases over an item store whose full listing starts, then fails:
+/// before any row when `rows_first` is false, after a batch of rows when it
+/// is true.
+fn listing_failing_after(rows_first: bool) -> TestServices {
+    let mut items = MockItemRepository::new();
+    items.expect_list_all().returning(move || {
+        let pen = Item {
+            id: Id::new(1),
+            name: Name::parse("pen").unwrap(),
+        };
+        let batches = if rows_first {
+            vec![Ok(vec![pen]), Err(failure())]
+        } else {
+            vec![Err(failure())]
+        };
+        // A batch a moment after the one before, as rows come from a
+        // store: the first is sent before the failure is met.
+        let batches = futures_util::stream::iter(batches).then(|batch| async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            batch
+        });
+        Ok(ItemListing {
+            version: 7,
+            total: 2,
+            batches: batches.boxed(),
+        })
+    });
+    TestServices::over(Repositories::new(
+        items,
+        MockProductRepository::new(),
+        MockUserRepository::new(),
+    ))
+}
+
+#[tokio::test]
+async fn a_listing_whose_store_fails_before_its_first_rows_gets_503_not_a_cut_200_c12() {
+    let app = TestApp::spawn(listing_failing_after(false)).await;
+
+    let response = app.get("/items").await;
+
+    assert_problem(response, 503).await;
+}
+
+#[tokio::test]
+async fn a_listing_whose_store_fails_after_rows_were_sent_ends_unterminated_c12() {
+    let app = TestApp::spawn(listing_failing_after(true)).await;
+
+    let response = app.get("/items").await;
+
+    assert_eq!(
+        response.status(),
+        200,
+        "the status went with the first rows"
+    );
+    assert!(
+        response.bytes().await.is_err(),
+        "the body ends without its last chunk: the client sees it incomplete"
+    );
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use items_testkit::postgres::{ScratchDatabase, test_database_url, test_server_address};
-use items_testkit::tcp_proxy::TcpProxy;
+use items_testkit::tcp_proxy::{TcpProxy, Trap};
 use reqwest::Response;
 use serde_json::{Value, json};
 use sqlx::{Connection as _, Executor as _, PgConnection, SqliteConnection};
@@ -249,6 +249,33 @@ async fn a_frozen_postgres_gets_503_within_the_budget_in_flight_and_new_and_reco
     assert_eq!(rows_named(&database, "in flight").await, 0);
     assert_eq!(rows_named(&database, "while frozen").await, 0);
     assert_eq!(rows_named(&database, "kept").await, 1);
+    drop(service);
+    database.drop().await;
+}
+
+#[tokio::test]
+async fn the_full_listing_of_a_frozen_postgres_gets_503_not_a_cut_200_c12() {
+    let database = ScratchDatabase::create(&test_database_url()).await.unwrap();
+    let proxy = TcpProxy::start(test_server_address().await).await;
+    let url = through(&database, proxy.port());
+    let service = start_with_kept_item(&url, &[]).await;
+
+    // The server stalls once the listing's snapshot and count are read, as
+    // its first batch of rows is asked for.
+    proxy.trap(
+        b"select id, name from items where id > $1 order by id limit $2",
+        Trap::FreezeAfter,
+    );
+    let answer = timed("GET /items", service.client.get("/items")).await;
+    assert!(proxy.trap_sprung(), "the first batch was asked for");
+    assert_over_budget("GET /items stalled before its first rows", answer).await;
+
+    proxy.thaw();
+    recovered(&service).await;
+    assert_eq!(
+        service.client.list("/items").await,
+        [json!({"id": 1, "name": "kept"})]
+    );
     drop(service);
     database.drop().await;
 }
