@@ -76,13 +76,14 @@ impl DiskUploadStore {
     }
 }
 
-/// Removes leftover temporary files and adds up the sizes of the others.
+/// Removes leftover temporary files (those no live writer holds locked)
+/// and adds up the sizes of the others.
 fn sweep_and_count(directory: &Path) -> io::Result<u64> {
     let mut stored: u64 = 0;
     for entry in std::fs::read_dir(directory)? {
         let entry = entry?;
         if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
-            std::fs::remove_file(entry.path())?;
+            sweep(&entry.path())?;
             continue;
         }
         let metadata = entry.metadata()?;
@@ -91,6 +92,25 @@ fn sweep_and_count(directory: &Path) -> io::Result<u64> {
         }
     }
     Ok(stored)
+}
+
+/// Removes the temporary file at `path` if its writer is gone: no process
+/// holds its lock. One being received by a live writer (of this process or
+/// another sharing the directory) is left alone, as is one already gone.
+fn sweep(path: &Path) -> io::Result<()> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    match file.try_lock() {
+        Ok(()) => match std::fs::remove_file(path) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+            _ => Ok(()),
+        },
+        Err(std::fs::TryLockError::WouldBlock) => Ok(()),
+        Err(std::fs::TryLockError::Error(error)) => Err(error),
+    }
 }
 
 /// 128 bits from the operating system's generator, as 32 lowercase hex digits.
@@ -181,6 +201,47 @@ mod tests {
         drop(upload);
         assert_eq!(store.stored_bytes(), 0);
         assert!(listing(directory.path()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_store_opening_on_a_shared_directory_leaves_a_live_writers_file_alone_c12() {
+        let directory = tempfile::tempdir().unwrap();
+        let receiving = DiskUploadStore::open(directory.path()).unwrap();
+        let mut upload = receiving.begin().await.unwrap();
+        upload.write(b"the first half").await.unwrap();
+        std::fs::write(directory.path().join(".upload-0123"), b"left by a crash").unwrap();
+
+        // Another instance starts on the same directory: its sweep.
+        DiskUploadStore::open(directory.path()).unwrap();
+
+        let temporary: Vec<String> = listing(directory.path());
+        assert_eq!(
+            temporary.len(),
+            1,
+            "only the crash's leftover went: {temporary:?}"
+        );
+        assert_ne!(temporary[0], ".upload-0123");
+        upload.write(b", the second").await.unwrap();
+        let name = upload.commit().await.unwrap();
+        assert_eq!(
+            std::fs::read(directory.path().join(name.as_str())).unwrap(),
+            b"the first half, the second"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_swept_before_its_writer_locked_it_is_made_again() {
+        let directory = tempfile::tempdir().unwrap();
+        let file = directory.path().join(".upload-taken");
+        std::fs::write(&file, b"").unwrap();
+        let open = std::fs::File::open(&file).unwrap();
+        std::fs::remove_file(&file).unwrap();
+
+        assert!(!pending::still_named(&open, &file).unwrap());
+        std::fs::write(&file, b"another").unwrap();
+        assert!(!pending::still_named(&open, &file).unwrap());
+        let reopened = std::fs::File::open(&file).unwrap();
+        assert!(pending::still_named(&reopened, &file).unwrap());
     }
 
     #[tokio::test]

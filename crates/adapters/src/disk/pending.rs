@@ -9,6 +9,13 @@
 //! file. Creating the file with `tokio::fs` instead, and wrapping it only
 //! once the open returned, left a 0-byte temporary file whenever a reset
 //! arrived during the open (docs/security.md).
+//!
+//! The writer holds an exclusive lock on its temporary file from just after
+//! creating it until it is renamed or deleted: the start-up sweep of an
+//! instance sharing the directory removes only temporary files it can lock,
+//! whose writer is gone (C12). A file the sweep removed between its creation
+//! and its lock is noticed (the name no longer leads to the file locked)
+//! and created again under another name.
 
 use std::io;
 use std::path::PathBuf;
@@ -25,6 +32,9 @@ use super::{TEMP_PREFIX, random_hex};
 #[derive(Debug)]
 pub(super) struct DiskPendingUpload {
     file: Option<tokio::fs::File>,
+    /// The same open file as `file`, holding its lock until this value is
+    /// dropped: after the rename, or after the delete.
+    _lock: std::fs::File,
     temporary: PathBuf,
     directory: PathBuf,
     usage: Arc<Usage>,
@@ -37,12 +47,20 @@ impl DiskPendingUpload {
     /// Creates the temporary file. Blocking: called on a blocking thread
     /// whose result owns the file from the moment it exists.
     pub(super) fn create(directory: PathBuf, usage: Arc<Usage>) -> io::Result<Self> {
-        let temporary = directory.join(format!("{TEMP_PREFIX}{}", random_hex()?));
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temporary)?;
+        let (file, temporary) = loop {
+            let temporary = directory.join(format!("{TEMP_PREFIX}{}", random_hex()?));
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&temporary)?;
+            file.lock()?;
+            if still_named(&file, &temporary)? {
+                break (file, temporary);
+            }
+            // Swept before it was locked: the name is gone or another's.
+        };
         Ok(Self {
+            _lock: file.try_clone()?,
             file: Some(tokio::fs::File::from_std(file)),
             temporary,
             directory,
@@ -50,6 +68,18 @@ impl DiskPendingUpload {
             reserved: 0,
             committed: false,
         })
+    }
+}
+
+/// Whether `path` still names the file `file` has open.
+pub(super) fn still_named(file: &std::fs::File, path: &std::path::Path) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt as _;
+
+    let open = file.metadata()?;
+    match std::fs::symlink_metadata(path) {
+        Ok(named) => Ok(named.dev() == open.dev() && named.ino() == open.ino()),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(error) => Err(error),
     }
 }
 
@@ -109,8 +139,10 @@ impl PendingUpload for DiskPendingUpload {
 impl Drop for DiskPendingUpload {
     fn drop(&mut self) {
         if !self.committed {
-            // Close first, then delete; errors cannot be reported from Drop,
-            // and the start-up sweep catches whatever is left.
+            // Delete while the lock is held (it goes with `_lock`, after
+            // this), so no sweep counts the file as its writer's leftover;
+            // errors cannot be reported from Drop, and a later start-up
+            // sweep catches whatever is left.
             drop(self.file.take());
             let _ = std::fs::remove_file(&self.temporary);
             self.usage.release(self.reserved);

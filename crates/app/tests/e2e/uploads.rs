@@ -1,6 +1,8 @@
-//! Uploads through the binary (C5, C11): a request whose client resets the
-//! connection still writes its request line, and `UPLOADS_MAX_BYTES` holds
-//! over files stored before the start, with its gauges on `/metrics`.
+//! Uploads through the binary (C5, C11, C12): a request whose client resets
+//! the connection still writes its request line, `UPLOADS_MAX_BYTES` holds
+//! over files stored before the start, with its gauges on `/metrics`, and
+//! instances sharing `UPLOADS_DIR` never remove each other's uploads in
+//! progress.
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +44,57 @@ async fn an_upload_cut_by_a_reset_is_logged_and_leaves_nothing_c5() {
         listing(&uploads).is_empty()
     })
     .await;
+}
+
+#[tokio::test]
+async fn an_upload_in_progress_survives_a_restart_of_another_instance_on_its_directory_c12() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let directory = tempfile::tempdir().unwrap();
+    let uploads = directory.path().to_str().unwrap();
+    let settings = [("UPLOADS_DIR", uploads), ("RATE_LIMIT_MAX", "0")];
+    let receiving = Service::start(&settings).await;
+    let mut other = Service::start(&settings).await;
+    let sent = 100_000;
+    let mut stream = receiving.client.start_a_raw_avatar_upload(sent).await;
+    until("the upload is being written", || {
+        !listing(directory.path()).is_empty()
+    })
+    .await;
+
+    // A rolling restart of the other instance: its start sweeps the
+    // directory.
+    other.terminate();
+    other.wait(Duration::from_secs(10)).await;
+    let restarted = Service::start(&settings).await;
+    assert_eq!(
+        listing(directory.path()).len(),
+        1,
+        "the upload in progress is still there"
+    );
+
+    // The rest of the announced million bytes, and the closing boundary.
+    let end = b"\r\n--XYZ--\r\n";
+    stream
+        .write_all(&vec![9u8; 1_000_000 - sent - end.len()])
+        .await
+        .unwrap();
+    stream.write_all(end).await.unwrap();
+    let mut answer = vec![0; 1024];
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut answer))
+        .await
+        .expect("answered")
+        .unwrap();
+    let head = String::from_utf8_lossy(&answer[..read]);
+    assert!(head.starts_with("HTTP/1.1 201"), "{head}");
+    let stored = listing(directory.path());
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(
+        stored[0].len(),
+        32,
+        "stored under its final name: {stored:?}"
+    );
+    drop(restarted);
 }
 
 fn avatar(bytes: usize) -> Form {
