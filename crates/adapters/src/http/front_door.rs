@@ -18,6 +18,15 @@
 //! - After [`ACCEPT_GRACE`], the accept thread has taken every queued
 //!   connection and a worker holds each one. The worker serves it to the
 //!   end, and the response says `Connection: close` (the drain).
+//!
+//! Recent Linux kernels (6.18 on this project's machines) require
+//! `CAP_NET_ADMIN` to attach a socket filter to a TCP socket; without it the
+//! stop goes on as actix's own (a connection queued in the last moment may be
+//! reset), and says so once, naming the capability. The shipped systemd unit
+//! does not grant it (it is broad: interfaces, routes); with `ADMIN_PORT`
+//! and `SHUTDOWN_DRAIN_MS`, a balancer stops sending before the listener
+//! closes, which leaves that moment empty (docs/operations.md, "Under
+//! systemd").
 
 use std::net::TcpListener;
 use std::time::Duration;
@@ -72,7 +81,8 @@ impl FrontDoor {
             Err(error) => tracing::warn!(
                 target: "items_service::http",
                 %error,
-                "could not close the listener to new clients first; connections not yet accepted will be reset"
+                "{}",
+                fallback_warning(&error)
             ),
         }
     }
@@ -82,9 +92,31 @@ impl FrontDoor {
     }
 }
 
+/// What the log says when the listener cannot be closed to new clients
+/// first: what it means, and, for a refusal, the capability that is missing.
+fn fallback_warning(error: &std::io::Error) -> &'static str {
+    if error.kind() == std::io::ErrorKind::PermissionDenied {
+        "could not close the listener to new clients first: attaching its SYN filter needs \
+         CAP_NET_ADMIN here; connections queued but not yet accepted will be reset (with \
+         ADMIN_PORT and SHUTDOWN_DRAIN_MS a balancer stops sending first)"
+    } else {
+        "could not close the listener to new clients first; connections queued but not yet \
+         accepted will be reset"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_filter_is_logged_with_the_capability_it_needs() {
+        let refused = std::io::Error::from_raw_os_error(1); // EPERM
+        assert!(fallback_warning(&refused).contains("CAP_NET_ADMIN"));
+        let other = std::io::Error::other("no memory");
+        assert!(!fallback_warning(&other).contains("CAP_NET_ADMIN"));
+        assert!(fallback_warning(&other).contains("will be reset"));
+    }
     use std::io::{Read, Write};
     use std::net::TcpStream;
 

@@ -93,3 +93,33 @@ async fn keep_alive_clients_are_told_to_close_during_the_drain_and_lose_no_reque
     );
     assert!(service.wait(Duration::from_secs(35)).await.success());
 }
+
+#[tokio::test]
+async fn as_an_unprivileged_user_the_stop_is_clean_and_names_what_a_refused_filter_needs_c1() {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    let uploads = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(uploads.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut service = Service::start_command(
+        binary_unprivileged(),
+        &[("UPLOADS_DIR", uploads.path().to_str().unwrap())],
+    )
+    .await;
+    let mut stream = TcpStream::connect(service.listening.address).await.unwrap();
+    assert_eq!(
+        ask(&mut stream).await,
+        Some(false),
+        "served before the stop"
+    );
+
+    service.terminate();
+
+    assert!(service.wait(Duration::from_secs(35)).await.success());
+    let log = service.log_once_it_contains("stopped").await;
+    // Where the kernel refuses the listener's SYN filter to an unprivileged
+    // process (Linux 6.18 asks for CAP_NET_ADMIN), the log says so and names
+    // the capability; where it does not, the filter closed the door.
+    if log.contains("could not close the listener") {
+        assert!(log.contains("CAP_NET_ADMIN"), "{log}");
+    }
+}

@@ -30,6 +30,28 @@ pub fn binary_with_fd_limit(limit: u32) -> Command {
     without_settings(command)
 }
 
+/// The binary as an unprivileged user, as the shipped systemd unit runs it
+/// (`DynamicUser=yes`, no capabilities): root starts it as `nobody` through
+/// `setpriv` (util-linux); anyone else is unprivileged already.
+#[allow(dead_code)] // used by some test modules only
+pub fn binary_unprivileged() -> Command {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(1) == Some("0"));
+    if !root {
+        return binary();
+    }
+    let mut command = Command::new("setpriv");
+    command.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        env!("CARGO_BIN_EXE_items-service"),
+    ]);
+    without_settings(command)
+}
+
 fn without_settings(mut command: Command) -> Command {
     // A clean environment for the settings of C1, so the caller's own PORT or
     // DATABASE_URL cannot leak into a test.
