@@ -156,7 +156,7 @@ impl PostgresStore {
             match attempt {
                 Ok(connection) => break connection,
                 Err(source) if is_permanent(&source) => return Err(ConnectError::Refused(source)),
-                Err(source) if started.elapsed() + pause >= patience => {
+                Err(source) if started.elapsed() >= patience => {
                     return Err(ConnectError::Unreachable {
                         waited: started.elapsed(),
                         source,
@@ -164,7 +164,11 @@ impl PostgresStore {
                 }
                 Err(source) => {
                     tracing::warn!(error = %source, "database not reachable yet; retrying");
-                    tokio::time::sleep(pause).await;
+                    // The last pause ends at the patience, for a last try
+                    // then: the whole patience is waited, not the sum of
+                    // whole pauses that fit in it.
+                    let left = patience.saturating_sub(started.elapsed());
+                    tokio::time::sleep(pause.min(left)).await;
                     pause = (pause * 2).min(Duration::from_secs(2));
                 }
             }
