@@ -1,235 +1,177 @@
 #!/usr/bin/env python3
-"""Load benchmark of items-service against a minimal actix-web baseline.
+"""The benchmarks of items-service, one command:
 
-Each server runs pinned to core 0 with one worker (`taskset -c 0`; the
-service sizes its workers from the affinity mask, the baseline is fixed at
-one), wrk runs pinned to core 1. For every scenario both servers start fresh,
-get the same preloaded store, and are measured in turn, A B A B ..., over
-BENCH_ROUNDS rounds of BENCH_SECONDS each. The table shows each server's
-medians; the CPU ratio is the median of the rounds' own ratios, with their
-range beside it. Each round measures the two servers back to back, so its
-ratio is paired: a burst of load from outside this benchmark moves both of
-its figures or only a few rounds, where the ratio of the two medians could
-take one server's median from a burst and the other's from a quiet spell.
-Six rounds of 3 s (rather than three of 5 s) let the median drop two
-disturbed rounds for about a fifth more time.
+    python3 bench/run.py [OPTIONS] SCENARIO [ARGUMENT ...] [SCENARIO [ARGUMENT ...] ...]
+    python3 bench/run.py list            # the scenarios, one line each
+    python3 bench/run.py help SCENARIO   # what it measures, its arguments and settings
+    python3 bench/run.py all             # every load scenario (marked * in `list`)
 
-CPU time per request is the server's user+system time (from /proc/PID/stat)
-over the measured run divided by the requests it served: the fair figure when
-wrk, not the server, saturates its core first.
+A word that names a scenario starts it; the words after it, up to the next
+scenario, are its arguments. Before running, this builds and installs what
+the scenarios need: the release service (`cargo build --release -p
+items-app`), the baseline (bench/baseline, into the same target directory),
+the examples `preloaded_server` and `store_ops` of items-adapters, and
+missing commands (wrk, valgrind, pgbench, ...) through
+scripts/lib/packages.sh. Settings are environment variables, listed by
+`help SCENARIO`; results go to bench/results/SCENARIO.md.
 
-Then the same two servers are measured once more for the last column, in
-turns (bench/interleaved.py): BENCH_TURN_ROUNDS rounds (6) of
-BENCH_TURN_SECONDS (4) in which each server, with its own wrk, runs alone
-for 100 ms while the other pair is stopped. Both live through the same
-seconds of the machine, so that ratio keeps within a few percent where the
-machine's speed moves the rounds above by ±15%; it is the column to judge
-a ≤ 1.10 bound by (issue 21).
+Options (anywhere on the line):
+  --no-build        build nothing: use the binaries already there
+  --service PATH    the items-service binary to measure (env BENCH_SERVICE);
+                    not built then
+  --baseline PATH   the baseline binary (env BENCH_BASELINE); not built then
 """
 import os
-import re
-import statistics
+import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 
-from interleaved import in_turns, quartiles
-from service import start, wrk_command
+import common
+from scenarios import (ab, functions, icache, instructions, interleaved, limiter_flood, limiter_redis, load,
+                       one_connection, pgbench, postgres, profile_list, repeated_fields_rss, response_bytes, scale,
+                       sqlite, sqlite_backup, sqlite_commit, store_ops, worst_requests_rss)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SERVICE = os.path.join(ROOT, "target", "release", "items-service")
-BASELINE = os.path.join(ROOT, "target", "release", "bench-baseline")
-SECONDS = int(os.environ.get("BENCH_SECONDS", "3"))
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "6"))
-CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "50"))
-TURN_ROUNDS = int(os.environ.get("BENCH_TURN_ROUNDS", "6"))
-TURN_SECONDS = float(os.environ.get("BENCH_TURN_SECONDS", "4"))
-TICKS = os.sysconf("SC_CLK_TCK")
+# In the order `list` shows them.
+SCENARIOS = {module.__name__.rsplit(".", 1)[1]: module for module in [
+    load, response_bytes, ab, interleaved,
+    instructions, functions, icache, profile_list, store_ops,
+    postgres, pgbench, one_connection, scale,
+    sqlite, sqlite_commit, sqlite_backup,
+    limiter_redis, limiter_flood,
+    worst_requests_rss, repeated_fields_rss,
+]}
 
+# The commands scenarios run, and the Debian package of each.
+PACKAGES = {"wrk": "wrk", "valgrind": "valgrind", "callgrind_annotate": "valgrind", "pgbench": "postgresql-client",
+            "psql": "postgresql-client", "redis-cli": "redis-tools", "redis-server": "redis-server",
+            "taskset": "util-linux"}
 
-class Server:
-    def __init__(self, name, binary, env):
-        self.name = name
-        self.process, self.port = start(["taskset", "-c", "0", binary], env, name)
-
-    def url(self, path):
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def cpu_seconds(self):
-        with open(f"/proc/{self.process.pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
-
-    def rss_mib(self):
-        with open(f"/proc/{self.process.pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return float("nan")
-
-    def stop(self):
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=35)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+CARGO_BUILDS = {
+    "service": ["cargo", "build", "--release", "-q", "-p", "items-app"],
+    "baseline": ["cargo", "build", "--release", "-q", "--manifest-path", "bench/baseline/Cargo.toml",
+                 "--target-dir", common.TARGET],
+    "preloaded_server": ["cargo", "build", "--release", "-q", "-p", "items-adapters", "--features", "http,disk",
+                         "--example", "preloaded_server"],
+    "store_ops": ["cargo", "build", "--release", "-q", "-p", "items-adapters", "--example", "store_ops"],
+}
 
 
-def wrk(server, path="/", script=None, args=(), seconds=SECONDS, connections=CONNECTIONS):
-    command = wrk_command(server.url(path), connections, f"{seconds}s", script, args, latency=True)
-    before = server.cpu_seconds()
-    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    cpu = server.cpu_seconds() - before
-    requests = int(re.search(r"(\d+) requests in", output).group(1))
-    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
-    return {
-        "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
-        "p50": latency(output, "50%"),
-        "p99": latency(output, "99%"),
-        "cpu_us": cpu * 1e6 / max(requests, 1),
-        "non_2xx": int(errors.group(1)) if errors else 0,
-    }
+def needs(module, arguments):
+    """What `module` needs before it runs with `arguments`."""
+    return set(module.needs(arguments)) if hasattr(module, "needs") else set(module.NEEDS)
 
 
-def latency(output, percentile):
-    value, unit = re.search(rf"{percentile}\s+([\d.]+)(us|ms|s)", output).groups()
-    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+def prepare(needed, build, given):
+    """Installs the missing commands among `needed` and builds its cargo
+    targets, except those `given` as paths or all of them without `build`."""
+    commands = sorted(name for name in needed if name in PACKAGES)
+    if "valgrind" in needed:
+        commands.append("callgrind_annotate")
+    missing = [name for name in commands if shutil.which(name) is None]
+    if missing:
+        pairs = [word for name in missing for word in (name, PACKAGES[name])]
+        subprocess.run(["bash", "-c", 'source scripts/lib/packages.sh && install_missing "$@"', "install", *pairs],
+                       cwd=common.ROOT, check=True)
+        still = [name for name in missing if shutil.which(name) is None]
+        if still:
+            raise SystemExit(f"still missing after installing: {', '.join(still)}")
+    for target, command in CARGO_BUILDS.items():
+        if target in needed and build and target not in given:
+            print(f"building {target}: {' '.join(command)}", file=sys.stderr, flush=True)
+            subprocess.run(command, cwd=common.ROOT, check=True)
+    binaries = {"service": common.SERVICE, "baseline": common.BASELINE, "preloaded_server": common.PRELOADED,
+                "store_ops": common.STORE_OPS}
+    for target, path in binaries.items():
+        if target in needed and not os.access(path, os.X_OK):
+            raise SystemExit(f"{path} is missing: run without --no-build to build it"
+                             + (f", or give --{target} PATH" if target in ("service", "baseline") else ""))
 
 
-def preload(server, count):
-    """Creates `count` items (a few more under load; ids 1..count exist)."""
-    if count <= 1000:
-        for n in range(count):
-            body = ('{"name":"item-%011d"}' % n).encode()
-            request = urllib.request.Request(server.url("/items"), data=body, method="POST",
-                                             headers={"Content-Type": "application/json"})
-            urllib.request.urlopen(request).read()
-    else:
-        # wrk stops sending at the limit but only exits at its duration, so
-        # watch the count and end it as soon as the store is full.
-        loader = subprocess.Popen(
-            wrk_command(server.url("/items"), 1, "600s", "post.lua", [count]), stdout=subprocess.DEVNULL)
-        try:
-            while not exists(server, count):
-                if loader.poll() is not None:
-                    raise RuntimeError("the preload stopped early")
-                time.sleep(0.2)
-        finally:
-            loader.terminate()
-            loader.wait()
+def parse(words):
+    """(options, [(scenario, arguments)]) of the command line."""
+    options = {"build": True, "service": os.environ.get("BENCH_SERVICE"),
+               "baseline": os.environ.get("BENCH_BASELINE")}
+    runs = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if word == "--no-build":
+            options["build"] = False
+        elif word.split("=", 1)[0] in ("--service", "--baseline"):
+            name, separator, value = word.partition("=")
+            if not separator:
+                index += 1
+                if index == len(words):
+                    raise SystemExit(f"{word} needs a path")
+                value = words[index]
+            options[name[2:]] = os.path.abspath(value)
+        elif word in ("-h", "--help", "help"):
+            # Every word after it is a scenario to tell about.
+            runs.append(("help", words[index + 1:]))
+            break
+        elif word.replace("-", "_") in SCENARIOS or word in ("list", "all"):
+            runs.append((word.replace("-", "_"), []))
+        elif runs:
+            runs[-1][1].append(word)
+        else:
+            raise SystemExit(f"no scenario named {word!r}; `bench/run.py list` lists them")
+        index += 1
+    return options, runs
 
 
-def exists(server, item_id):
-    """Whether item `item_id` exists; ids are handed out in order over one
-    connection, so when the last one exists, all do."""
-    try:
-        urllib.request.urlopen(server.url(f"/items/{item_id}")).read()
-        return True
-    except OSError:
-        return False
+def show_list():
+    width = max(map(len, SCENARIOS))
+    for name, module in SCENARIOS.items():
+        mark = "*" if module.IN_ALL else " "
+        print(f"{mark} {name:{width}}  {module.SUMMARY}")
+    print("\n* run by `bench/run.py all`. `bench/run.py help SCENARIO` tells more.")
 
 
-def total(server):
-    with urllib.request.urlopen(server.url("/items?limit=1")) as response:
-        return int(response.headers.get("X-Total-Count") or 0)
+def show_help(names):
+    if not names:
+        print(__doc__)
+        return
+    for name in names:
+        module = SCENARIOS.get(name.replace("-", "_"))
+        if module is None:
+            raise SystemExit(f"no scenario named {name!r}")
+        print(f"bench/run.py {name} {getattr(module, 'USAGE', '')}".rstrip())
+        print()
+        print(module.__doc__.strip())
+        if module.KNOBS:
+            print("\nSettings (environment, default):")
+            for knob, default in module.KNOBS.items():
+                print(f"  {knob}={default}")
+        print(f"\nResult: bench/results/{name}.md")
 
 
-# name, items to preload, path, wrk script, script arguments
-SCENARIOS = [
-    ("GET /", 0, "/", None, []),
-    ("GET /items/{id}, 100 items", 100, "/", "get_rotating.lua", [100]),
-    ("GET /items/{id}, 100,000 items", 100_000, "/", "get_rotating.lua", [100_000]),
-    ("POST /items", 0, "/", "post.lua", []),
-    ("PUT /items/{id}", 100, "/", "put_rotating.lua", [100]),
-    ("GET /items, 1,000 items", 1000, "/items", None, []),
-    ("80% GET + 20% POST", 100, "/", "mix.lua", [100]),
-]
-
-CONFIGS = [
-    ("limiter off", {"RATE_LIMIT_MAX": "0"}, None),
-    ("limiter off, RUST_LOG=warn", {"RATE_LIMIT_MAX": "0", "RUST_LOG": "warn"}, 4),
-    ("limiter on (huge budget)", {"RATE_LIMIT_MAX": "1000000000"}, 4),
-]
-
-
-def measure(config_env, scenario):
-    name, items, path, script, args = scenario
-    servers = [Server("service", SERVICE, config_env), Server("baseline", BASELINE, {})]
-    try:
-        for server in servers:
-            preload(server, items)
-        runs = {server.name: [] for server in servers}
-        for round_ in range(ROUNDS):
-            order = servers if round_ % 2 == 0 else list(reversed(servers))
-            for server in order:
-                runs[server.name].append(wrk(server, path, script, args))
-        medians = {who: {key: statistics.median(run[key] for run in results) for key in results[0]}
-                   for who, results in runs.items()}
-        # Each round's own CPU ratio (the two servers measured back to back):
-        # their median is the table's ratio, their range shows the noise.
-        medians["rounds"] = [s["cpu_us"] / b["cpu_us"] for s, b in zip(runs["service"], runs["baseline"])]
-        # The same ratio with both servers living through the same seconds
-        # (bench/interleaved.py): a ratio the machine's speed, moving from one
-        # second to the next, hardly moves.
-        medians["turns"] = [service / baseline for service, baseline
-                            in in_turns(servers, path, script, args, TURN_ROUNDS, TURN_SECONDS)]
-        return medians
-    finally:
-        for server in servers:
-            server.stop()
-
-
-def in_turns_cell(ratios):
-    """`median (first quartile–third quartile)` of the paired ratios."""
-    median, first, third = quartiles(ratios)
-    return f"**{median:.2f}** ({first:.2f}–{third:.2f})"
-
-
-def memory():
-    idle = Server("service", SERVICE, {"RATE_LIMIT_MAX": "0", "RUST_LOG": "warn"})
-    try:
-        idle_rss = idle.rss_mib()
-        preload(idle, 1_000_000)
-        return idle_rss, total(idle), idle.rss_mib()
-    finally:
-        idle.stop()
-
-
-def main():
-    lines = [f"# Load benchmark — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", "",
-             f"{ROUNDS} rounds × {SECONDS} s per server and scenario, wrk -t1 -c{CONNECTIONS} on core 1, "
-             f"each server on core 0 with one worker; medians. CPU ratio in turns: {TURN_ROUNDS} rounds of "
-             f"{TURN_SECONDS:g} s in which the two servers, each with its own wrk, take 100 ms turns alone "
-             f"(bench/interleaved.py).", ""]
-    for config, env, only in CONFIGS:
-        lines += [f"## {config}", "",
-                  "| scenario | service req/s | baseline req/s | ratio | service p50 / p99 ms | baseline p50 / p99 ms "
-                  "| service CPU µs/req | baseline CPU µs/req | CPU ratio (median of the rounds; their range) "
-                  "| CPU ratio in turns (median; IQR) |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for scenario in SCENARIOS[: only or len(SCENARIOS)]:
-            result = measure(env, scenario)
-            s, b = result["service"], result["baseline"]
-            line = (f"| {scenario[0]} | {s['rps']:,.0f} | {b['rps']:,.0f} | {s['rps'] / b['rps']:.2f} "
-                    f"| {s['p50']:.2f} / {s['p99']:.2f} | {b['p50']:.2f} / {b['p99']:.2f} "
-                    f"| {s['cpu_us']:.1f} | {b['cpu_us']:.1f} | {statistics.median(result['rounds']):.2f} "
-                    f"({min(result['rounds']):.2f}–{max(result['rounds']):.2f}) "
-                    f"| {in_turns_cell(result['turns'])} |")
-            if s["non_2xx"] or b["non_2xx"]:
-                line += f" non-2xx: service {s['non_2xx']:.0f}, baseline {b['non_2xx']:.0f}"
-            print(line, flush=True)
-            lines.append(line)
-        lines.append("")
-    idle_rss, total, loaded_rss = memory()
-    lines += ["## Memory (service, RUST_LOG=warn)", "",
-              f"- idle RSS after start: {idle_rss:.1f} MiB",
-              f"- RSS with {total:,} items of 16-character names: {loaded_rss:.1f} MiB", ""]
-    print("\n".join(lines[-4:]))
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "bench", "results", "latest.md"), "w") as out:
-        out.write("\n".join(lines))
+def main(words):
+    options, runs = parse(words)
+    if not runs:
+        print(__doc__)
+        return 2
+    expanded = []
+    for name, arguments in runs:
+        if name == "list":
+            show_list()
+        elif name == "help":
+            show_help(arguments)
+        elif name == "all":
+            expanded += [(other, []) for other, module in SCENARIOS.items() if module.IN_ALL]
+        else:
+            expanded.append((name, arguments))
+    if not expanded:
+        return 0
+    given = {target for target in ("service", "baseline") if options[target]}
+    common.SERVICE = options["service"] or common.SERVICE
+    common.BASELINE = options["baseline"] or common.BASELINE
+    needed = set().union(*(needs(SCENARIOS[name], arguments) for name, arguments in expanded))
+    prepare(needed, options["build"], given)
+    for name, arguments in expanded:
+        print(f"== {name} {' '.join(arguments)}".rstrip(), file=sys.stderr, flush=True)
+        SCENARIOS[name].run(arguments)
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,5 +1,5 @@
 # Sourced by the scripts that start the service (schemathesis.sh,
-# readme-examples.sh, bench/limiter_*.sh). The service always starts on port
+# readme-examples.sh, the systemd unit's check). The service always starts on port
 # 0 and the scripts read the port the system chose from its start-up line, so
 # no port is picked free and bound later, when something else may have it.
 

@@ -1,4 +1,5 @@
-//! A minimal actix-web items server: the baseline of `bench/run.py`.
+//! A minimal actix-web items server: the baseline of the load benchmark
+//! (`bench/run.py load`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -64,7 +65,7 @@ static SERVICE_HEADERS: [(HeaderName, HeaderValue); 7] = [
 
 /// `GET /` with [`SERVICE_HEADERS`]: the bytes on the wire with the least
 /// work actix-web allows (static names and values, appended), the control of
-/// `bench/response_bytes.py` (`BASELINE_SERVICE_HEADERS=1`).
+/// `bench/run.py response_bytes` (`BASELINE_SERVICE_HEADERS=1`).
 async fn root_with_service_headers() -> HttpResponse {
     let mut response = root().await;
     for (name, value) in &SERVICE_HEADERS {

@@ -1,22 +1,22 @@
-#!/usr/bin/env python3
 """Peak RSS of items-service for one multipart request that repeats a text
-field (issue 10, contract C5): 5,000 values of 60,000 bytes under the name
-`tag` (300 MB) after an avatar, streamed over one raw loopback connection.
-
-Usage: python3 bench/repeated_fields_rss.py target/release/items-service
-Prints the status, the time to the answer and VmHWM (peak RSS, from
-/proc/PID/status) before and after the request.
+field: 5,000 values of 60,000 bytes under the name `tag` (300 MB) after an
+avatar, streamed over one raw loopback connection to a fresh process
+(limiter off, warnings only). Prints the status, the time to the answer,
+VmHWM (peak RSS, /proc/PID/status) before and after the request, and the
+files left in the uploads directory.
 """
 import os
 import socket
-import sys
 import time
 
-from service import running, vm_hwm_kib
+import common
 
+SUMMARY = "peak RSS of one 300 MB multipart request repeating a text field"
+KNOBS = {}
+NEEDS = {"service"}
+IN_ALL = False
 COUNT, VALUE = 5000, 60_000
 BOUNDARY = "XYZboundary"
-
 
 
 def parts():
@@ -29,12 +29,15 @@ def parts():
     yield f"--{BOUNDARY}--\r\n".encode()
 
 
-def main():
-    with running(sys.argv[1]) as (server, port, uploads):
-        before = vm_hwm_kib(server.pid)
+def run(arguments):
+    report = common.Report("repeated_fields_rss", "Peak RSS of a request repeating a field", arguments, KNOBS)
+    report(f"service `{common.SERVICE}`")
+    report()
+    with common.running(common.SERVICE) as (server, port, uploads):
+        before = common.proc_status_kib(server.pid, "VmHWM")
         length = sum(len(part) for part in parts())
         started = time.monotonic()
-        with socket.create_connection(("127.0.0.1", port)) as conn:
+        with socket.create_connection((common.HOST, port)) as conn:
             conn.sendall((f"POST /profile HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n"
                           f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
                           f"Content-Length: {length}\r\n\r\n").encode())
@@ -44,22 +47,19 @@ def main():
                     conn.sendall(part)
                     sent += len(part)
             except OSError as error:  # the server answered and closed early
-                print(f"send stopped after {sent} of {length} bytes: {error}")
+                report(f"- send stopped after {sent:,} of {length:,} bytes: {error}")
             received = b""
             conn.settimeout(60)
             try:
                 while chunk := conn.recv(1 << 20):
                     received += chunk
             except OSError as error:  # a reset after the answer
-                print(f"receive ended: {error}")
+                report(f"- receive ended: {error}")
         elapsed = time.monotonic() - started
-        after = vm_hwm_kib(server.pid)
+        after = common.proc_status_kib(server.pid, "VmHWM")
         status = received.split(b"\r\n", 1)[0].decode(errors="replace")
-        print(f"request: {length} bytes; answer: {status!r}, {len(received)} bytes, {elapsed:.2f} s")
-        print(f"VmHWM before {before / 1024:.1f} MiB, after {after / 1024:.1f} MiB, "
-              f"growth {(after - before) / 1024:.1f} MiB")
-        print(f"files left in UPLOADS_DIR: {os.listdir(uploads)}")
-
-
-if __name__ == "__main__":
-    main()
+        report(f"- request: {length:,} bytes; answer: {status!r}, {len(received):,} bytes, {elapsed:.2f} s")
+        report(f"- VmHWM before {before / 1024:.1f} MiB, after {after / 1024:.1f} MiB, "
+               f"growth {(after - before) / 1024:.1f} MiB")
+        report(f"- files left in UPLOADS_DIR: {os.listdir(uploads)}")
+    report.save()

@@ -1,18 +1,18 @@
-#!/usr/bin/env python3
-"""Peak RSS growth of items-service for the costliest request each body type
-allows (docs/security.md): every case runs against a fresh process, and the
-growth is VmHWM (from /proc/PID/status) after the request minus before.
-
-Usage: python3 bench/worst_requests_rss.py target/release/items-service
+"""Peak RSS growth of items-service for the costliest request each body
+type allows (docs/security.md): every case runs against a fresh process
+(limiter off, warnings only), and the growth is VmHWM (/proc/PID/status)
+after the request minus before.
 """
 import socket
-import sys
 
-from service import running, vm_hwm_kib
+import common
 
+SUMMARY = "peak RSS growth of the costliest request of each body type (JSON, form, multipart)"
+KNOBS = {}
+NEEDS = {"service"}
+IN_ALL = False
 MAX_JSON = 102_400
 B = "XYZ"
-
 
 
 def fill_json(element):
@@ -45,10 +45,10 @@ CASES = [
 ]
 
 
-def run(binary, path, content_type, body):
-    with running(binary) as (server, port, _uploads):
-        before = vm_hwm_kib(server.pid)
-        with socket.create_connection(("127.0.0.1", port)) as conn:
+def one_request(path, content_type, body):
+    with common.running(common.SERVICE) as (server, port, _uploads):
+        before = common.proc_status_kib(server.pid, "VmHWM")
+        with socket.create_connection((common.HOST, port)) as conn:
             conn.sendall((f"POST {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n"
                           f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n").encode()
                          + body)
@@ -56,17 +56,17 @@ def run(binary, path, content_type, body):
             conn.settimeout(30)
             while chunk := conn.recv(1 << 20):
                 answer += chunk
-        after = vm_hwm_kib(server.pid)
+        after = common.proc_status_kib(server.pid, "VmHWM")
         return answer.split(b"\r\n", 1)[0].decode(), len(answer), (after - before) / 1024
 
 
-def main():
-    print("| request | body bytes | answer | response bytes | peak RSS growth |")
-    print("|---|---|---|---|---|")
+def run(arguments):
+    report = common.Report("worst_requests_rss", "Peak RSS of the costliest requests", arguments, KNOBS)
+    report(f"service `{common.SERVICE}`")
+    report()
+    report("| request | body bytes | answer | response bytes | peak RSS growth |")
+    report("|---|---|---|---|---|")
     for what, path, content_type, body in CASES:
-        status, size, growth = run(sys.argv[1], path, content_type, body)
-        print(f"| {what} | {len(body):,} | {status[9:]} | {size:,} | {growth:.1f} MiB |")
-
-
-if __name__ == "__main__":
-    main()
+        status, size, growth = one_request(path, content_type, body)
+        report(f"| {what} | {len(body):,} | {status[9:]} | {size:,} | {growth:.1f} MiB |")
+    report.save()
