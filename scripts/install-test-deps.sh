@@ -29,6 +29,7 @@ REQUIRED=(
   'curl|command -v curl'                                     # scripts/schemathesis.sh waits for the binary with it
   'haproxy|test -x /usr/sbin/haproxy'                        # the fleet test's load balancer
   'systemd|command -v systemd-analyze'                       # scripts/tests/systemd-unit.sh verifies the unit
+  'prometheus|test -x /usr/bin/prometheus && command -v promtool'  # scripts/tests/prometheus-rules.sh: promtool and a live Prometheus
 )
 
 ensure_packages "$no_install" "${REQUIRED[@]}"
