@@ -4,7 +4,7 @@
 //! This is the group commit of [`crate::batch`] applied to Redis, on a
 //! queue of its own (`decisions.rs`): a lane waits for the first decision,
 //! takes with it every decision queued while its previous call ran, sends
-//! them as one call of `gcra.lua` over its own connection (`link.rs`) and
+//! them as one call of `gcra.lua` over its own connection (`script.rs`) and
 //! answers each caller. There is no timer: a decision that finds the lane idle goes
 //! at once, and under load a batch is what arrived during one round trip and
 //! one more turn of the thread's scheduler ([`next_batch`]). A batch is sent
@@ -30,10 +30,11 @@ use std::time::{Duration, Instant};
 
 use items_domain::Spent;
 
+use redis::Cmd;
+
 use super::decisions::{Decisions, Taken};
 use super::health::Health;
-use super::link::{Arguments, Link, Script};
-use super::resp::Command;
+use super::script::{Arguments, Connection};
 
 /// One GCRA step to take in Redis, and when its caller stops waiting.
 #[derive(Debug)]
@@ -74,8 +75,8 @@ const MOST_PER_CALL: usize = 512;
 /// drops it (then every decision still waiting fails at once).
 pub(super) async fn lane(
     decisions: Arc<Decisions>,
-    mut link: Link,
-    script: Arc<Script>,
+    mut connection: Connection,
+    script: Arc<redis::Script>,
     prefix: Arc<str>,
     health: Arc<Health>,
 ) {
@@ -88,7 +89,7 @@ pub(super) async fn lane(
             decisions.answer(&mut batch, [], &Failure::Skipped);
             continue;
         }
-        match call(&mut link, &script, &prefix, &batch).await {
+        match call(&mut connection, &script, &prefix, &batch).await {
             Ok(spent) => {
                 health.answered();
                 let short = Failure::new("the script answered too few decisions");
@@ -150,8 +151,8 @@ const LEAST_ROUND_TRIP: Duration = Duration::from_millis(10);
 /// oldest decision's deadline (or [`LEAST_ROUND_TRIP`] from now, if later);
 /// one [`Spent`] per decision, in order.
 async fn call(
-    link: &mut Link,
-    script: &Script,
+    connection: &mut Connection,
+    script: &redis::Script,
     prefix: &str,
     batch: &[Taken],
 ) -> Result<Vec<Spent>, String> {
@@ -184,7 +185,7 @@ async fn call(
         prefix,
         groups: &groups,
     };
-    let reply = link
+    let reply = connection
         .run(script, &arguments, deadline.into())
         .await
         .map_err(|error| error.to_string())?;
@@ -248,22 +249,24 @@ struct Groups<'a> {
 }
 
 impl Arguments for Groups<'_> {
-    fn counts(&self) -> (usize, usize) {
-        (self.groups.len(), 3 * self.groups.len())
+    fn keys(&self) -> usize {
+        self.groups.len()
     }
 
-    fn write(&self, command: &mut Command) {
+    fn write(&self, command: &mut Cmd) {
+        // The longest address `Display` writes is 45 bytes.
+        let mut key = Vec::with_capacity(self.prefix.len() + 45);
         for group in self.groups {
-            command.part_with(|key| {
-                key.extend_from_slice(self.prefix.as_bytes());
-                write_address(key, group.policy.client);
-            });
+            key.clear();
+            key.extend_from_slice(self.prefix.as_bytes());
+            write_address(&mut key, group.policy.client);
+            command.arg(key.as_slice());
         }
         for group in self.groups {
             command
-                .number_part(group.policy.period)
-                .number_part(group.policy.tolerance)
-                .number_part(group.count);
+                .arg(group.policy.period)
+                .arg(group.policy.tolerance)
+                .arg(group.count);
         }
     }
 }
@@ -315,9 +318,9 @@ mod tests {
         }
     }
 
-    fn link() -> Link {
+    fn connection() -> Connection {
         let redis = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
-        Link::new(redis.get_connection_info().clone())
+        Connection::new(redis, crate::redis::connection_config())
     }
 
     fn unique_prefix() -> String {
@@ -333,7 +336,7 @@ mod tests {
         // A lane that shares a busy worker's thread may take a batch up
         // late; the lateness is the worker's, so Redis still gets a round
         // trip's time rather than the decisions failing unasked.
-        let mut link = link();
+        let mut connection = connection();
         let prefix = unique_prefix();
         let client = IpAddr::from([203, 0, 113, 3]);
         let decisions = Arc::new(Decisions::default());
@@ -344,9 +347,9 @@ mod tests {
         let asked = decisions.ask(late).expect("the lane is open");
         let mut batch = take(&decisions).await;
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let script = Script::gcra();
+        let script = crate::redis::gcra();
 
-        let spent = call(&mut link, &script, &prefix, &batch).await;
+        let spent = call(&mut connection, &script, &prefix, &batch).await;
 
         let spent = spent.expect("decided in Redis, not timed out");
         assert_eq!(spent.len(), 1);
@@ -358,7 +361,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_call_decides_each_decision_of_a_key_that_comes_many_times_in_order_c9() {
-        let mut link = link();
+        let mut connection = connection();
         let prefix = unique_prefix();
         let clients = [
             IpAddr::from([203, 0, 113, 1]),
@@ -375,8 +378,10 @@ mod tests {
         let mut batch = take(&decisions).await;
         assert_eq!(batch.len(), 20);
         let order: Vec<IpAddr> = batch.iter().map(|taken| taken.decision.client).collect();
-        let script = Script::gcra();
-        let spent = call(&mut link, &script, &prefix, &batch).await.unwrap();
+        let script = crate::redis::gcra();
+        let spent = call(&mut connection, &script, &prefix, &batch)
+            .await
+            .unwrap();
         decisions.answer(&mut batch, spent.iter().copied().map(Ok), &unused());
 
         // Per key, in queue order: the budget's `limit` requests pass, each

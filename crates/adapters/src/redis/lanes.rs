@@ -36,7 +36,7 @@ use redis::aio::ConnectionManager;
 use super::Shared;
 use super::coalesce::{self, Decision};
 use super::decisions::{Asked, Decisions, STOPPED};
-use super::link::Link;
+use super::script::Connection;
 
 /// A thread's way to Redis for one store. Dropped (its store gone, or its
 /// thread ended), it closes its queue, and its task ends once it has
@@ -119,11 +119,10 @@ fn open_lane<'a>(
 fn start(store: &Shared) -> redis::RedisResult<Lane> {
     let connection =
         ConnectionManager::new_lazy_with_config(store.client.clone(), store.config.clone())?;
-    let link = Link::new(store.client.get_connection_info().clone());
     let decisions = Arc::new(Decisions::default());
     tokio::spawn(coalesce::lane(
         Arc::clone(&decisions),
-        link,
+        Connection::new(store.client.clone(), store.connection.clone()),
         Arc::clone(&store.script),
         Arc::clone(&store.prefix),
         Arc::clone(&store.health),

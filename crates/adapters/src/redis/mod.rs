@@ -28,15 +28,15 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use items_domain::{DependencyDown, Gcra, HealthCheck, RateLimitStore, RateLimitStoreError, Spent};
-use redis::Client;
 use redis::aio::ConnectionManagerConfig;
+use redis::io::tcp::TcpSettings;
+use redis::{AsyncConnectionConfig, Client};
 
 mod coalesce;
 mod decisions;
 mod health;
 mod lanes;
-mod link;
-mod resp;
+mod script;
 
 use coalesce::{Decision, Failure};
 use health::Health;
@@ -61,8 +61,11 @@ pub struct RedisRateLimitStore {
 /// dropped store by its `Shared` being gone (`lanes.rs`).
 struct Shared {
     client: Client,
+    /// The health check's connection.
     config: ConnectionManagerConfig,
-    script: Arc<link::Script>,
+    /// A lane's connection, for its script calls.
+    connection: AsyncConnectionConfig,
+    script: Arc<redis::Script>,
     prefix: Arc<str>,
     health: Arc<Health>,
 }
@@ -91,7 +94,9 @@ impl RedisRateLimitStore {
     /// # Errors
     /// When `url` is not a Redis URL.
     pub fn open(url: &str, prefix: &str) -> redis::RedisResult<Self> {
-        let client = Client::open(url)?;
+        let info = Client::open(url)?.get_connection_info().clone();
+        // One call, one segment: nothing is to be gained by waiting.
+        let client = Client::open(info.set_tcp_settings(TcpSettings::default().set_nodelay(true)))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Self::TIMEOUT))
             .set_response_timeout(Some(Self::TIMEOUT))
@@ -101,12 +106,26 @@ impl RedisRateLimitStore {
             shared: Arc::new(Shared {
                 client,
                 config,
-                script: Arc::new(link::Script::gcra()),
+                connection: connection_config(),
+                script: Arc::new(gcra()),
                 prefix: prefix.into(),
                 health: Arc::new(Health::new(RETRY_EVERY)),
             }),
         })
     }
+}
+
+/// The script every lane runs.
+fn gcra() -> redis::Script {
+    redis::Script::new(include_str!("gcra.lua"))
+}
+
+/// A lane's connection: the crate's own timeouts no longer than a
+/// decision's bound, which each call's deadline enforces anyway.
+fn connection_config() -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(RedisRateLimitStore::TIMEOUT))
+        .set_response_timeout(Some(RedisRateLimitStore::TIMEOUT))
 }
 
 fn micros(duration: Duration) -> u64 {
