@@ -1,8 +1,8 @@
 //! Coalesced decisions: the GCRA steps that queue while a script call is in
 //! flight go to Redis together, in one `EVALSHA` over all their keys (C9).
 //!
-//! This is the group commit of [`crate::batch`] applied to Redis, on a
-//! queue of its own (`decisions.rs`): a lane waits for the first decision,
+//! This is the group commit of [`crate::batch`] applied to Redis, on its
+//! queue: a lane waits for the first decision,
 //! takes with it every decision queued while its previous call ran, sends
 //! them as one call of `gcra.lua` over its own connection (`script.rs`) and
 //! answers each caller. There is no timer: a decision that finds the lane idle goes
@@ -32,9 +32,9 @@ use items_domain::Spent;
 
 use redis::Cmd;
 
-use super::decisions::{Decisions, Taken};
 use super::health::Health;
 use super::script::{Arguments, Connection};
+use crate::batch::{self, Batch, Batches};
 
 /// One GCRA step to take in Redis, and when its caller stops waiting.
 #[derive(Debug)]
@@ -48,7 +48,10 @@ pub(super) struct Decision {
 }
 
 /// What Redis decided, or why it did not.
-pub(super) type Answer = Result<Spent, Failure>;
+pub(super) type Reply = Result<Spent, Failure>;
+
+/// A lane's queue: the callers' end.
+pub(super) type Queue = batch::Queue<Decision, Reply>;
 
 /// A decision Redis did not take.
 #[derive(Debug, Clone)]
@@ -66,58 +69,60 @@ impl Failure {
 }
 
 /// The most decisions one script call carries; what is queued beyond
-/// waits for the next call. The queue itself is bounded by the requests
-/// its worker serves at once (one decision each).
+/// waits for the next call.
 const MOST_PER_CALL: usize = 512;
+
+/// The most decisions a lane's queue holds, waiting for a call: far above
+/// the requests one worker serves at once (one decision each; actix-web
+/// takes at most 25,000 connections per worker by default), so no decision
+/// finds it full in practice.
+const MOST_QUEUED: usize = 1 << 16;
+
+/// A lane's queue: its callers' end and its task's.
+pub(super) fn queue() -> (Queue, Batches<Decision, Reply>) {
+    batch::queue(MOST_QUEUED)
+}
 
 /// The lane of one thread (`lanes.rs`): a batch, one script call, the
 /// answers; until its store is gone and nothing is queued, or its runtime
-/// drops it (then every decision still waiting fails at once).
+/// drops it (then every decision still waiting is dropped unanswered, and
+/// its caller fails at once).
 pub(super) async fn lane(
-    decisions: Arc<Decisions>,
+    mut batches: Batches<Decision, Reply>,
     mut connection: Connection,
     script: Arc<redis::Script>,
     prefix: Arc<str>,
     health: Arc<Health>,
 ) {
-    let _failed_if_dropped = FailAllOnDrop(Arc::clone(&decisions));
-    let mut batch = Vec::new();
     let mut busy = false;
-    while next_batch(&decisions, &mut batch, busy).await {
+    while let Some(batch) = next_batch(&mut batches, busy).await {
         busy = batch.len() > 1;
         if health.wait_before_retry(Instant::now()) {
-            decisions.answer(&mut batch, [], &Failure::Skipped);
+            batch.answer_each(|_| Err(Failure::Skipped));
             continue;
         }
         match call(&mut connection, &script, &prefix, &batch).await {
             Ok(spent) => {
                 health.answered();
                 let short = Failure::new("the script answered too few decisions");
-                decisions.answer(&mut batch, spent.into_iter().map(Ok), &short);
+                let answers = spent.into_iter().map(Ok);
+                batch.answer(answers.chain(std::iter::repeat_with(|| Err(short.clone()))));
             }
             Err(cause) => {
                 // Marked here too, so the decisions already queued behind
                 // this batch are not sent to a Redis that just failed.
                 health.failed(&cause);
-                decisions.answer(&mut batch, [], &Failure::new(cause));
+                let failure = Failure::new(cause);
+                batch.answer_each(|_| Err(failure.clone()));
             }
         }
     }
 }
 
-/// Fails what still waits when the lane's task ends or is dropped.
-struct FailAllOnDrop(Arc<Decisions>);
-
-impl Drop for FailAllOnDrop {
-    fn drop(&mut self) {
-        self.0.fail_all();
-    }
-}
-
-/// Fills `batch` with the next decisions: waits for one and, when the lane
-/// is `busy` (its last batch held more than one), lets the thread's other
-/// ready tasks run once before it takes every decision queued by then.
-/// False once the lane is to stop.
+/// The next decisions: waits for one and, when the lane is `busy` (its
+/// last batch held more than one), lets the thread's other ready tasks run
+/// once before it takes every decision queued by then. `None` once the
+/// lane is to stop.
 ///
 /// Under load the first decision wakes the lane while its worker is still
 /// serving the requests it read in the same pass; their decisions come a
@@ -129,14 +134,16 @@ impl Drop for FailAllOnDrop {
 /// worker's core): about 23 → 40 decisions per call, and 0.67–0.71 →
 /// 0.74–0.75 of the limiter-off throughput. A lane that is not busy sends
 /// at once: that turn cost one client about 20 µs per request.
-async fn next_batch(decisions: &Decisions, batch: &mut Vec<Taken>, busy: bool) -> bool {
-    let taken =
-        std::future::poll_fn(|cx| decisions.poll_take(cx.waker(), batch, MOST_PER_CALL)).await;
-    if taken && busy {
+async fn next_batch(
+    batches: &mut Batches<Decision, Reply>,
+    busy: bool,
+) -> Option<Batch<Decision, Reply>> {
+    let mut batch = batches.next_at_most(MOST_PER_CALL).await?;
+    if busy {
         tokio::task::yield_now().await;
-        decisions.take_more(batch, MOST_PER_CALL);
+        batches.top_up(&mut batch, MOST_PER_CALL);
     }
-    taken
+    Some(batch)
 }
 
 /// The least time a batch is given in Redis once it is sent, even when its
@@ -154,9 +161,9 @@ async fn call(
     connection: &mut Connection,
     script: &redis::Script,
     prefix: &str,
-    batch: &[Taken],
+    batch: &Batch<Decision, Reply>,
 ) -> Result<Vec<Spent>, String> {
-    let Some(oldest) = batch.iter().map(|taken| taken.decision.deadline).min() else {
+    let Some(oldest) = batch.work().map(|decision| decision.deadline).min() else {
         return Ok(Vec::new());
     };
     let deadline = oldest.max(Instant::now() + LEAST_ROUND_TRIP);
@@ -168,7 +175,7 @@ async fn call(
     let mut group_of: HashMap<Policy, usize> = HashMap::new();
     let mut places: Vec<(usize, u64)> = Vec::with_capacity(batch.len());
     let mut previous: Option<usize> = None;
-    for Taken { decision, .. } in batch {
+    for decision in batch.work() {
         let policy = Policy::of(decision);
         let same_as_previous = previous.filter(|&group| groups[group].policy == policy);
         let group = same_as_previous.unwrap_or_else(|| {
@@ -304,7 +311,6 @@ mod tests {
     use std::time::{SystemTime, UNIX_EPOCH};
 
     use super::*;
-    use crate::redis::decisions::Asked;
     use crate::redis::micros;
 
     const SECOND: u64 = 1_000_000;
@@ -339,13 +345,13 @@ mod tests {
         let mut connection = connection();
         let prefix = unique_prefix();
         let client = IpAddr::from([203, 0, 113, 3]);
-        let decisions = Arc::new(Decisions::default());
+        let (queue, mut batches) = queue();
         let late = Decision {
             deadline: Instant::now(),
             ..decision(client, 2)
         };
-        let asked = decisions.ask(late).expect("the lane is open");
-        let mut batch = take(&decisions).await;
+        let asked = queue.try_enqueue(late).expect("the lane is open");
+        let batch = take(&mut batches).await;
         tokio::time::sleep(Duration::from_millis(5)).await;
         let script = crate::redis::gcra();
 
@@ -355,8 +361,8 @@ mod tests {
         assert_eq!(spent.len(), 1);
         assert!(spent[0].allowed);
         assert_eq!(spent[0].until_full, Duration::from_secs(1));
-        decisions.answer(&mut batch, spent.into_iter().map(Ok), &unused());
-        assert!(asked.await.is_ok());
+        batch.answer(spent.into_iter().map(Ok));
+        assert!(matches!(asked.await, Ok(Ok(_))));
     }
 
     #[tokio::test]
@@ -371,18 +377,18 @@ mod tests {
 
         // Twenty decisions, the two clients alternating, all queued before the
         // lane takes them: one batch, one script call.
-        let decisions = Arc::new(Decisions::default());
-        let callers: Vec<Asked> = (0..20)
-            .map(|n| decisions.ask(decision(clients[n % 2], limit)).unwrap())
+        let (queue, mut batches) = queue();
+        let callers: Vec<batch::Undated<Reply>> = (0..20)
+            .map(|n| queue.try_enqueue(decision(clients[n % 2], limit)).unwrap())
             .collect();
-        let mut batch = take(&decisions).await;
+        let batch = take(&mut batches).await;
         assert_eq!(batch.len(), 20);
-        let order: Vec<IpAddr> = batch.iter().map(|taken| taken.decision.client).collect();
+        let order: Vec<IpAddr> = batch.work().map(|decision| decision.client).collect();
         let script = crate::redis::gcra();
         let spent = call(&mut connection, &script, &prefix, &batch)
             .await
             .unwrap();
-        decisions.answer(&mut batch, spent.iter().copied().map(Ok), &unused());
+        batch.answer(spent.iter().copied().map(Ok));
 
         // Per key, in queue order: the budget's `limit` requests pass, each
         // a period further from full (one clock reading for the batch), and
@@ -400,7 +406,10 @@ mod tests {
             assert_eq!(decided, expected, "{client}");
         }
         for caller in callers {
-            assert!(caller.await.is_ok(), "every caller got its answer");
+            assert!(
+                matches!(caller.await, Ok(Ok(_))),
+                "every caller got its answer"
+            );
         }
     }
 
@@ -425,32 +434,27 @@ mod tests {
     /// runtime has one thread, as an actix-web worker has: the order is the
     /// scheduler's, not a matter of timing.
     async fn batch_of_two_asked_in_one_pass(busy: bool) -> Vec<IpAddr> {
-        let decisions = Arc::new(Decisions::default());
-        let lane = tokio::spawn({
-            let decisions = Arc::clone(&decisions);
-            async move {
-                let mut batch = Vec::new();
-                assert!(next_batch(&decisions, &mut batch, busy).await, "a batch");
-                let clients: Vec<IpAddr> =
-                    batch.iter().map(|taken| taken.decision.client).collect();
-                decisions.answer(&mut batch, [], &Failure::Skipped);
-                clients
-            }
+        let (queue, mut batches) = queue();
+        let lane = tokio::spawn(async move {
+            let batch = next_batch(&mut batches, busy).await.expect("a batch");
+            let clients: Vec<IpAddr> = batch.work().map(|decision| decision.client).collect();
+            batch.answer_each(|_| Err(Failure::Skipped));
+            clients
         });
         tokio::task::yield_now().await;
-        let first = decisions.ask(decision(FIRST, 2)).expect("queued");
+        let first = queue.try_enqueue(decision(FIRST, 2)).expect("queued");
         let second = tokio::spawn({
-            let decisions = Arc::clone(&decisions);
+            let queue = queue.clone();
             async move {
-                decisions
-                    .ask(decision(SECOND_CLIENT, 2))
+                queue
+                    .try_enqueue(decision(SECOND_CLIENT, 2))
                     .expect("queued")
                     .await
             }
         });
         let clients = lane.await.expect("the lane ran");
         assert!(
-            matches!(first.await, Err(Failure::Skipped)),
+            matches!(first.await, Ok(Err(Failure::Skipped))),
             "the first was answered"
         );
         drop(second);
@@ -458,14 +462,8 @@ mod tests {
     }
 
     /// What the lane takes next, waiting for it.
-    async fn take(decisions: &Decisions) -> Vec<Taken> {
-        let mut batch = Vec::new();
-        assert!(next_batch(decisions, &mut batch, false).await);
-        batch
-    }
-
-    fn unused() -> Failure {
-        Failure::new("every decision was answered")
+    async fn take(batches: &mut Batches<Decision, Reply>) -> Batch<Decision, Reply> {
+        next_batch(batches, false).await.expect("a batch")
     }
 
     const FIRST: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(203, 0, 113, 4));

@@ -34,24 +34,24 @@ use std::sync::{Arc, Weak};
 use redis::aio::ConnectionManager;
 
 use super::Shared;
-use super::coalesce::{self, Decision};
-use super::decisions::{Asked, Decisions, STOPPED};
+use super::coalesce::{self, Decision, Queue, Reply};
 use super::script::Connection;
+use crate::batch::{self, Refused};
+
+/// Why a decision of a lane that has stopped was not taken.
+pub(super) const STOPPED: &str = "the Redis lane has stopped";
+
+/// Why a decision was not queued on a lane that holds all it may.
+const FULL: &str = "the Redis lane's queue is full";
 
 /// A thread's way to Redis for one store. Dropped (its store gone, or its
-/// thread ended), it closes its queue, and its task ends once it has
-/// answered what was queued.
+/// thread ended), it closes its queue (it holds the only callers' end),
+/// and its task ends once it has answered what was queued.
 pub(super) struct Lane {
     /// Where the thread's decisions queue for the next script call.
-    decisions: Arc<Decisions>,
+    decisions: Queue,
     /// A connection of the redis crate's, for the health check's `PING`.
     pub(super) connection: ConnectionManager,
-}
-
-impl Drop for Lane {
-    fn drop(&mut self) {
-        self.decisions.close();
-    }
 }
 
 thread_local! {
@@ -66,17 +66,23 @@ thread_local! {
 /// # Errors
 /// When a lane's connection cannot be set up (never for a URL that
 /// opened).
-pub(super) fn ask(store: &Arc<Shared>, decision: Decision) -> redis::RedisResult<Asked> {
+pub(super) fn ask(
+    store: &Arc<Shared>,
+    decision: Decision,
+) -> redis::RedisResult<batch::Undated<Reply>> {
     LANES.with_borrow_mut(|lanes| {
         let decision = match lanes.iter().find(|(owner, _)| is_of(owner, store)) {
-            Some((_, lane)) => match lane.decisions.ask(decision) {
-                Ok(asked) => return Ok(asked),
-                Err(refused) => refused,
+            Some((_, lane)) => match lane.decisions.try_enqueue(decision) {
+                Ok(answer) => return Ok(answer),
+                Err(Refused::Stopped(decision)) => decision,
+                Err(full @ Refused::Full(_)) => return Err(refused(&full)),
             },
             None => decision,
         };
         let lane = open_lane(lanes, store)?;
-        lane.decisions.ask(decision).map_err(|_| stopped())
+        lane.decisions
+            .try_enqueue(decision)
+            .map_err(|refusal| refused(&refusal))
     })
 }
 
@@ -103,8 +109,9 @@ fn open_lane<'a>(
     lanes: &'a mut Vec<(Weak<Shared>, Lane)>,
     store: &Arc<Shared>,
 ) -> redis::RedisResult<&'a Lane> {
-    let open =
-        |owner: &Weak<Shared>, lane: &Lane| owner.strong_count() > 0 && !lane.decisions.is_closed();
+    let open = |owner: &Weak<Shared>, lane: &Lane| {
+        owner.strong_count() > 0 && !lane.decisions.is_stopped()
+    };
     lanes.retain(|(owner, lane)| open(owner, lane));
     let index = match lanes.iter().position(|(owner, _)| is_of(owner, store)) {
         Some(index) => index,
@@ -119,9 +126,9 @@ fn open_lane<'a>(
 fn start(store: &Shared) -> redis::RedisResult<Lane> {
     let connection =
         ConnectionManager::new_lazy_with_config(store.client.clone(), store.config.clone())?;
-    let decisions = Arc::new(Decisions::default());
+    let (decisions, batches) = coalesce::queue();
     tokio::spawn(coalesce::lane(
-        Arc::clone(&decisions),
+        batches,
         Connection::new(store.client.clone(), store.connection.clone()),
         Arc::clone(&store.script),
         Arc::clone(&store.prefix),
@@ -133,8 +140,12 @@ fn start(store: &Shared) -> redis::RedisResult<Lane> {
     })
 }
 
-fn stopped() -> redis::RedisError {
-    redis::RedisError::from((redis::ErrorKind::Io, STOPPED))
+fn refused<W>(refusal: &Refused<W>) -> redis::RedisError {
+    let why = match refusal {
+        Refused::Full(_) => FULL,
+        Refused::Stopped(_) => STOPPED,
+    };
+    redis::RedisError::from((redis::ErrorKind::Io, why))
 }
 
 #[cfg(test)]
@@ -161,13 +172,13 @@ mod tests {
     }
 
     /// The queue of this thread's lane for `store`.
-    fn lane_here(store: &RedisRateLimitStore) -> Arc<Decisions> {
+    fn lane_here(store: &RedisRateLimitStore) -> Queue {
         LANES.with_borrow(|lanes| {
             let (_, lane) = lanes
                 .iter()
                 .find(|(owner, _)| is_of(owner, &store.shared))
                 .expect("a lane on this thread");
-            Arc::clone(&lane.decisions)
+            lane.decisions.clone()
         })
     }
 
@@ -200,7 +211,7 @@ mod tests {
             assert!(spend(&store).await);
             (here, lane_here(&store))
         });
-        assert!(Arc::ptr_eq(&here, &twice_here));
+        assert!(here.same_queue(&twice_here));
         let elsewhere = {
             let store = Arc::clone(&store);
             std::thread::spawn(move || {
@@ -212,7 +223,7 @@ mod tests {
             .join()
             .unwrap()
         };
-        assert!(!Arc::ptr_eq(&here, &elsewhere));
+        assert!(!here.same_queue(&elsewhere));
     }
 
     #[test]
@@ -223,7 +234,7 @@ mod tests {
             lane_here(&store)
         });
         // The runtime is gone, and the lane's task with it.
-        assert!(first.is_closed());
+        assert!(first.is_stopped());
 
         let (second, decided) = on_a_new_runtime(async {
             let decided = spend(&store).await;
@@ -231,7 +242,7 @@ mod tests {
         });
 
         assert!(decided, "decided in Redis, not failed on the ended lane");
-        assert!(!Arc::ptr_eq(&first, &second));
+        assert!(!first.same_queue(&second));
         assert_eq!(
             lanes_here(),
             1,

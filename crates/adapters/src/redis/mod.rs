@@ -33,13 +33,14 @@ use redis::io::tcp::TcpSettings;
 use redis::{AsyncConnectionConfig, Client};
 
 mod coalesce;
-mod decisions;
 mod health;
 mod lanes;
 mod script;
 
 use coalesce::{Decision, Failure};
 use health::Health;
+
+use crate::batch;
 
 /// Failures of the shared store, for `/metrics` (C11): one per decision
 /// that fell back to the local budget because Redis failed or was too slow.
@@ -149,14 +150,18 @@ impl RateLimitStore for RedisRateLimitStore {
         // its bins (callgrind: docs/performance.md, "An own connection and
         // a table of slots").
         let answer = self.ask(client, gcra)?.await;
-        self.settle(answer)
+        self.settle(answer.unwrap_or_else(|_| Err(Failure::new(lanes::STOPPED))))
     }
 }
 
 impl RedisRateLimitStore {
     /// Queues the decision on this thread's lane; the answer is to be
     /// waited for.
-    fn ask(&self, client: IpAddr, gcra: Gcra) -> Result<decisions::Asked, RateLimitStoreError> {
+    fn ask(
+        &self,
+        client: IpAddr,
+        gcra: Gcra,
+    ) -> Result<batch::Undated<coalesce::Reply>, RateLimitStoreError> {
         let asked = Instant::now();
         if self.shared.health.wait_before_retry(asked) {
             return Err(RateLimitStoreError::new(NOT_ASKED));
@@ -173,7 +178,7 @@ impl RedisRateLimitStore {
 
     /// What the lane answered, as the port says it: a failure is counted
     /// and marks Redis as failing.
-    fn settle(&self, answer: coalesce::Answer) -> Result<Spent, RateLimitStoreError> {
+    fn settle(&self, answer: coalesce::Reply) -> Result<Spent, RateLimitStoreError> {
         answer.map_err(|failure| self.failure(failure))
     }
 
