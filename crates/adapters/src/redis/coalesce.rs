@@ -1,26 +1,22 @@
-//! Coalesced decisions: the GCRA steps that queue while a script call is in
-//! flight go to Redis together, in one `EVALSHA` over all their keys (C9).
+//! Coalesced decisions: a lane's task takes every decision queued while its
+//! previous script call ran and sends them in one `EVALSHA` of `gcra.lua`
+//! (`script.rs`), then answers each caller. A batch goes as one group per
+//! client (and policy): the key once and how many decisions it holds, so a
+//! busy client's fifty decisions cost one key and three numbers out, two
+//! numbers back, and Redis one `GET` and one `SET`.
 //!
-//! This is the group commit of [`crate::batch`] applied to Redis, on its
-//! queue: a lane waits for the first decision,
-//! takes with it every decision queued while its previous call ran, sends
-//! them as one call of `gcra.lua` over its own connection (`script.rs`) and
-//! answers each caller. There is no timer: a decision that finds the lane idle goes
-//! at once, and under load a batch is what arrived during one round trip and
-//! one more turn of the thread's scheduler ([`next_batch`]). A batch is sent
-//! as one group per client (and policy): the key once and how many decisions
-//! it holds, so a busy client's fifty decisions cost one key and three
-//! numbers out and two numbers back, not fifty of each (and Redis one `GET`
-//! and one `SET`). The script takes a group's
-//! decisions one after the other, as separate calls would have been; all of
-//! a batch see one reading of the server's clock.
+//! Invariants: no timer: a decision that finds the lane idle goes at once,
+//! and a busy lane lets its thread run one more turn before it takes its
+//! batch ([`next_batch`]); a call carries at most [`MOST_PER_CALL`]
+//! decisions; the script takes a group's decisions in queue order, as
+//! separate calls would have, and all of a batch see one reading of the
+//! server's clock; a batch ends by its *oldest* decision's deadline, so no
+//! decision waits past its bound, queueing included, unless the lane took
+//! the batch up too late to leave Redis [`LEAST_ROUND_TRIP`] (that wait was
+//! the worker's own); a batch that fails or runs out of time fails each of
+//! its decisions, as a single call would have failed its one.
 //!
-//! A batch that fails or does not answer in time fails each of its
-//! decisions, as a single call would have failed its one: each falls back to
-//! the local budget. A batch may take no longer than its *oldest* decision
-//! may still wait, so no decision waits past its own bound, queueing
-//! included, unless the lane took the batch up too late to leave Redis a
-//! round trip ([`LEAST_ROUND_TRIP`]): that wait was the worker's own.
+//! Why: service CPU 20.5 → ~13 µs a request (docs/performance.md, "The Redis store, measured").
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -129,11 +125,10 @@ pub(super) async fn lane(
 /// moment later. Taken at once, the batch would hold only the first, and
 /// the others would wait behind its call for the next. After one turn of
 /// the scheduler (`yield_now`, no timer: the lane runs again as soon as the
-/// tasks ready before it have), they are in. Measured
-/// (`bench/limiter_redis.sh`, eighth session, where Redis shares the
-/// worker's core): about 23 → 40 decisions per call, and 0.67–0.71 →
-/// 0.74–0.75 of the limiter-off throughput. A lane that is not busy sends
-/// at once: that turn cost one client about 20 µs per request.
+/// tasks ready before it have), they are in: about 23 → 40 decisions per
+/// call (docs/performance.md, "The Redis store, measured"). A lane that is
+/// not busy sends at once: that turn cost one client about 20 µs per
+/// request.
 async fn next_batch(
     batches: &mut Batches<Decision, Reply>,
     busy: bool,

@@ -1,32 +1,20 @@
 //! One lane per thread: each thread that asks for decisions has its own
-//! queue, its own coalescing task and its own connection to Redis, all on
-//! that thread's runtime.
+//! queue, coalescing task and connection to Redis, all on that thread's
+//! runtime, so a decision, its script call and its answer never cross
+//! threads.
 //!
-//! Why per thread. An actix-web worker is a single-threaded runtime. With
-//! one lane on a thread of the store's own (the first form, issue 21),
-//! every batch crossed threads twice: the worker woke the lane's thread, and
-//! the lane woke the worker's runtime once per answered decision (an
-//! `eventfd` write each, and a context switch whenever both threads share a
-//! core). Measured with `bench/limiter_redis.sh`, a request decided in
-//! Redis cost the service 4.6 µs of CPU more than one with the limiter off.
-//! With the lane on the asking worker's own runtime, the decisions, the call
-//! and the answers never leave the thread. The extra cost fell to 1.1–2.2 µs,
-//! and the shared budget went from 0.56 to about 0.72 of the limiter-off
-//! throughput (0.69–0.81 over three runs; docs/performance.md).
+//! Invariants: a thread has at most one open lane per live store, and the
+//! lane holds the only callers' end of its queue. A lane ends when its
+//! runtime does (its task is dropped with every decision queued or in
+//! flight, whose callers then fail at once and count locally) or when its
+//! store is dropped and the thread next looks for a lane (the queue closes,
+//! the task answers what was queued, then ends); a thread that finds its
+//! lane ended starts a new one. A lane shares its thread with the requests
+//! it decides for, so a busy worker may take a batch up late; Redis still
+//! gets a round trip for it (`coalesce.rs`). Costs one connection to Redis
+//! per worker thread and store.
 //!
-//! What it costs: one connection to Redis per worker thread and store
-//! (workers default to the number of cores), and a lane shares its thread
-//! with the requests it decides for. A lane is polled in turn with them, so
-//! a burst on a busy worker may take up a batch late; the lane then still
-//! gives the batch a round trip's worth of time in Redis (`coalesce.rs`),
-//! rather than failing decisions that Redis was never given the chance to
-//! take.
-//!
-//! A lane ends when its runtime does (its task is dropped with it, and
-//! every decision still waiting fails at once, to be counted locally) or
-//! when the store is dropped and the thread next looks for a lane (its task
-//! answers what was queued, then ends); a thread that finds its lane ended
-//! starts a new one.
+//! Why: shared ÷ limiter-off 0.56 → 0.73 (docs/performance.md, "The Redis store, measured").
 
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
@@ -64,8 +52,8 @@ thread_local! {
 /// current runtime when the thread has none (or its lane has ended).
 ///
 /// # Errors
-/// When a lane's connection cannot be set up (never for a URL that
-/// opened).
+/// When a lane's health-check connection cannot be set up (never for a URL
+/// that opened), or the lane's queue is full.
 pub(super) fn ask(
     store: &Arc<Shared>,
     decision: Decision,

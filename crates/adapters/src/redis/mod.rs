@@ -2,25 +2,21 @@
 //!
 //! Each counted request is one GCRA step on the client's key in a Lua script
 //! (`gcra.lua`), atomic in Redis and timed by the Redis server's clock, so
-//! instances whose clocks disagree still share one budget. The steps are
-//! coalesced (`coalesce.rs`): a decision that finds no script call in flight
-//! is sent at once, and the decisions that queue while one is in flight go
-//! together in the next call, so under load Redis runs one script per batch
-//! instead of one per request, and nothing ever waits on a timer.
+//! instances whose clocks disagree still share one budget. Each thread that
+//! asks has a lane (`lanes.rs`): a queue of [`crate::batch`], a task that
+//! sends what queued during its previous call as one script call
+//! (`coalesce.rs`) and a connection of the redis crate's (`script.rs`).
 //!
-//! Each thread asking for decisions has a lane of its own (`lanes.rs`):
-//! its queue, its coalescing task and its connection live on that thread's
-//! runtime, so a decision never crosses threads on its way to Redis and
-//! back.
+//! Invariants: no decision waits more than [`RedisRateLimitStore::TIMEOUT`]
+//! from the moment it is asked, queueing included (unless its own worker was
+//! too busy to send it in time: Redis then still gets a round trip's time,
+//! `coalesce.rs`); a failure is the caller's cue to use its local budget and
+//! counts once in [`STORE_ERRORS`]; after one, Redis is not asked again for
+//! `RETRY_EVERY`, so an outage costs a request nothing; an outage and the
+//! return are each logged once (`health.rs`); nothing connects before the
+//! first decision, so a Redis down at start is an outage, not a start error.
 //!
-//! Redis is a dependency the service can live without: no decision waits
-//! more than [`RedisRateLimitStore::TIMEOUT`] from the moment it is asked,
-//! queueing included (unless its own worker was too busy to send it in
-//! time: then Redis still gets a round trip's time, see `coalesce.rs`), and
-//! a failure is the caller's cue to use its local budget. After a failure
-//! this store does not ask Redis again for `RETRY_EVERY`, so during an
-//! outage requests do not each wait out the timeout; the first success
-//! after it is logged once, as the failure was.
+//! Why: one script call per ~40 decisions (docs/performance.md, "The Redis store, measured").
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -143,12 +139,9 @@ impl RateLimitStore for RedisRateLimitStore {
         gcra: Gcra,
         _arrived: Instant,
     ) -> Result<Spent, RateLimitStoreError> {
-        // Only the queued decision's handle lives across the wait, so the
-        // future async_trait boxes stays small (120 bytes, not 216): a
-        // worker has one per request in flight, and at that size glibc
-        // keeps the freed ones on a fast list instead of sorting them into
-        // its bins (callgrind: docs/performance.md, "An own connection and
-        // a table of slots").
+        // Only the queued decision's answer (no timer) lives across the
+        // wait, so the future async_trait boxes, one per request in flight,
+        // stays small (docs/performance.md, "The Redis store, measured").
         let answer = self.ask(client, gcra)?.await;
         self.settle(answer.unwrap_or_else(|_| Err(Failure::new(lanes::STOPPED))))
     }

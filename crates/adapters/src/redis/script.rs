@@ -1,12 +1,14 @@
 //! A lane's script calls, through the redis crate: one `EVALSHA` of a
-//! script by its hash on the lane's own connection, the script loaded
-//! (`SCRIPT LOAD`) and called again when Redis does not know it (after a
-//! restart, a `SCRIPT FLUSH`, or on a Redis never used before).
+//! script by its hash on the lane's own multiplexed connection, the script
+//! loaded (`SCRIPT LOAD`) and called again when Redis does not know it
+//! (after a restart, a `SCRIPT FLUSH`, or on a Redis never used before).
 //!
 //! Invariants: a call ends by its deadline, connecting and loading
 //! included; the connection is opened when a call needs one and dropped
 //! after any failure, a missed deadline included, so the next call opens
 //! another and a connection whose replies stopped coming is never kept.
+//!
+//! Why: <1% of a request at 50 decisions a call (docs/performance.md, "The Redis store, measured").
 
 use std::io;
 
