@@ -15,6 +15,10 @@
 //! PostgreSQL adapter's coalesced reads and creates, `postgres/coalesce`):
 //! callers [`Queue::enqueue_by`] and then [`Answer::wait`], and whichever
 //! task gets a connection takes what is queued with [`Batches::try_next`].
+//! A caller that must not wait even for room ([`Queue::try_enqueue`], the
+//! Redis lanes) is refused at once when the queue is full, and a writer may
+//! bound its batches below the queue's capacity ([`Batches::next_at_most`],
+//! [`Batches::top_up`]).
 //!
 //! A caller may give its request a deadline ([`Queue::submit_by`],
 //! [`Queue::enqueue_by`]). Every request's fate is decided once, by
@@ -61,7 +65,7 @@ use tokio::time::Instant;
 
 use request::{Claim, Request};
 
-pub use request::Answer;
+pub use request::{Answer, Undated};
 
 /// Makes a queue holding at most `capacity` requests (at least one): the
 /// callers' end, and the writer's end that takes them in batches. A caller
@@ -92,6 +96,26 @@ impl<W, R> Clone for Queue<W, R> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the writer has stopped")]
 pub struct Stopped;
+
+/// Why [`Queue::try_enqueue`] did not queue its work, with the work back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused<W> {
+    /// The queue holds as many requests as it may.
+    #[error("the queue is full")]
+    Full(W),
+    /// See [`Stopped`].
+    #[error("the writer has stopped")]
+    Stopped(W),
+}
+
+impl<W> Refused<W> {
+    /// The work that was not queued.
+    pub fn into_work(self) -> W {
+        match self {
+            Self::Full(work) | Self::Stopped(work) => work,
+        }
+    }
+}
 
 /// Why a request with a deadline has no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -143,15 +167,24 @@ impl<W, R> Queue<W, R> {
         self.enqueue(work, Some(deadline)).await
     }
 
+    /// Queues `work` at once, with no deadline, and returns its answer to
+    /// await; a full queue refuses it rather than waiting for room.
+    ///
+    /// # Errors
+    /// The work back: [`Refused::Full`] when the queue holds as many
+    /// requests as it may, [`Refused::Stopped`] when the writer's end is
+    /// gone or refuses new requests.
+    pub fn try_enqueue(&self, work: W) -> Result<Undated<R>, Refused<W>> {
+        let (request, answer) = request(work, None);
+        match self.sender.try_send(request) {
+            Ok(()) => Ok(Undated(answer)),
+            Err(mpsc::error::TrySendError::Full(request)) => Err(Refused::Full(request.work)),
+            Err(mpsc::error::TrySendError::Closed(request)) => Err(Refused::Stopped(request.work)),
+        }
+    }
+
     async fn enqueue(&self, work: W, deadline: Option<Instant>) -> Result<Answer<R>, Unanswered> {
-        let (reply, receiver) = oneshot::channel();
-        let claim = Arc::new(Claim::default());
-        let request = Request {
-            work,
-            reply,
-            deadline,
-            claim: Arc::clone(&claim),
-        };
+        let (request, answer) = request(work, deadline);
         let sent = match deadline {
             Some(deadline) => tokio::time::timeout_at(deadline, self.sender.send(request))
                 .await
@@ -159,11 +192,12 @@ impl<W, R> Queue<W, R> {
             None => self.sender.send(request).await,
         };
         sent.map_err(|_| Unanswered::Stopped)?;
-        Ok(Answer {
-            receiver,
-            deadline,
-            claim,
-        })
+        Ok(answer)
+    }
+
+    /// Whether `other` is a callers' end of the same queue.
+    pub fn same_queue(&self, other: &Self) -> bool {
+        self.sender.same_channel(&other.sender)
     }
 
     /// Whether the writer's end is gone or refuses new requests.
@@ -177,6 +211,24 @@ impl<W, R> Queue<W, R> {
     }
 }
 
+/// A request for `work` and its caller's answer, linked.
+fn request<W, R>(work: W, deadline: Option<Instant>) -> (Request<W, R>, Answer<R>) {
+    let (reply, receiver) = oneshot::channel();
+    let claim = Arc::new(Claim::default());
+    let answer = Answer {
+        receiver,
+        deadline,
+        claim: Arc::clone(&claim),
+    };
+    let request = Request {
+        work,
+        reply,
+        deadline,
+        claim,
+    };
+    (request, answer)
+}
+
 /// The writer's end of a queue.
 #[derive(Debug)]
 pub struct Batches<W, R> {
@@ -188,30 +240,49 @@ impl<W, R> Batches<W, R> {
     /// Waits for a request, then takes with it every request already
     /// queued; `None` once the queue is closed and empty.
     pub async fn next(&mut self) -> Option<Batch<W, R>> {
+        self.next_at_most(self.capacity).await
+    }
+
+    /// [`Batches::next`], the batch holding at most `most` requests (at
+    /// least one); the others stay queued for the next.
+    pub async fn next_at_most(&mut self, most: usize) -> Option<Batch<W, R>> {
         let first = self.receiver.recv().await?;
-        Some(self.with_queued(first))
+        Some(self.with_queued(first, most))
     }
 
     /// Takes every request queued now, without waiting: `None` when there
     /// is none.
     pub fn try_next(&mut self) -> Option<Batch<W, R>> {
         let first = self.receiver.try_recv().ok()?;
-        Some(self.with_queued(first))
+        Some(self.with_queued(first, self.capacity))
     }
 
-    /// `first` and every request queued behind it, up to the capacity.
-    fn with_queued(&mut self, first: Request<W, R>) -> Batch<W, R> {
-        let mut requests = Vec::with_capacity(self.receiver.len() + 1);
+    /// Takes the requests queued since `batch` was taken in behind its own,
+    /// without waiting, until it holds `most` (or the capacity, if less).
+    pub fn top_up(&mut self, batch: &mut Batch<W, R>, most: usize) {
+        self.take_queued(&mut batch.requests, most);
+    }
+
+    /// `first` and every request queued behind it, up to `most`.
+    fn with_queued(&mut self, first: Request<W, R>, most: usize) -> Batch<W, R> {
+        let mut requests = Vec::with_capacity(self.receiver.len().min(most) + 1);
         requests.push(first);
+        self.take_queued(&mut requests, most);
+        Batch { requests }
+    }
+
+    /// Moves queued requests into `requests` while it holds fewer than
+    /// `most` and than the capacity.
+    fn take_queued(&mut self, requests: &mut Vec<Request<W, R>>, most: usize) {
         // At most one queue's worth, so a batch stays bounded even while
         // callers keep refilling the queue.
-        while requests.len() < self.capacity {
+        let most = most.min(self.capacity);
+        while requests.len() < most {
             match self.receiver.try_recv() {
                 Ok(request) => requests.push(request),
                 Err(_) => break,
             }
         }
-        Batch { requests }
     }
 
     /// Refuses new requests; those already queued are still handed out by

@@ -1,15 +1,19 @@
 //! One queued request and its caller's side: the work, the reply channel,
 //! the deadline, and the [`Claim`] that decides once whether the writer
 //! runs it or its caller abandoned it; and the [`Answer`] the caller waits
-//! on (dropping it abandons the request).
+//! on, or [`Undated`] for a request with no deadline (dropping either
+//! abandons the request).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::Unanswered;
+use super::{Stopped, Unanswered};
 
 /// One caller's work, where its answer goes, its deadline if it has one,
 /// and who decided its fate first (see [`Claim`]).
@@ -106,6 +110,24 @@ impl<R> Answer<R> {
                 Unanswered::Stopped
             }
         })
+    }
+}
+
+/// The answer to a request queued with no deadline
+/// ([`super::Queue::try_enqueue`]), to be awaited: the reply, or
+/// [`Stopped`] when it was dropped unanswered. A future of its own that
+/// holds only the answer, no timer, so a caller that awaits it stays small.
+/// Dropping it before the writer claimed the request abandons the request.
+#[derive(Debug)]
+pub struct Undated<R>(pub(super) Answer<R>);
+
+impl<R> Future for Undated<R> {
+    type Output = Result<R, Stopped>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.get_mut().0.receiver)
+            .poll(cx)
+            .map_err(|_| Stopped)
     }
 }
 

@@ -136,3 +136,65 @@ async fn a_request_past_its_deadline_when_claimed_is_left_out_and_its_caller_tol
     assert_eq!(late.wait().await, Err(Unanswered::Late));
     assert_eq!(kept.wait().await, Ok(3));
 }
+
+#[tokio::test]
+async fn requests_queued_at_once_are_taken_in_order_and_each_gets_its_own_answer() {
+    let (queue, mut batches) = queue::<u32, u32>(8);
+    let answers: Vec<Undated<u32>> = (1..=3)
+        .map(|n| queue.try_enqueue(n).expect("room"))
+        .collect();
+
+    let batch = batches.next().await.unwrap();
+    assert_eq!(batch.work().copied().collect::<Vec<_>>(), [1, 2, 3]);
+    batch.answer([10, 20]);
+
+    let mut answered = Vec::new();
+    for answer in answers {
+        answered.push(answer.await);
+    }
+    assert_eq!(
+        answered,
+        [Ok(10), Ok(20), Err(Stopped)],
+        "past the replies given: stopped"
+    );
+}
+
+#[tokio::test]
+async fn a_batch_taken_at_most_n_is_topped_up_to_n_and_the_rest_waits_for_the_next() {
+    let (queue, mut batches) = queue::<u32, ()>(8);
+    let _answers: Vec<Undated<()>> = (1..=5)
+        .map(|n| queue.try_enqueue(n).expect("room"))
+        .collect();
+
+    let mut batch = batches.next_at_most(2).await.unwrap();
+    assert_eq!(batch.len(), 2);
+    batches.top_up(&mut batch, 3);
+    assert_eq!(batch.work().copied().collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(queue.queued(), 2);
+}
+
+#[tokio::test]
+async fn a_full_or_stopped_queue_refuses_at_once_and_gives_the_work_back() {
+    let (queue, batches) = queue::<u32, u32>(1);
+    let waiting = queue.try_enqueue(1).expect("room");
+    assert_eq!(queue.try_enqueue(2).map(drop), Err(Refused::Full(2)));
+
+    drop(batches);
+    assert_eq!(waiting.await, Err(Stopped), "dropped unanswered");
+    assert!(queue.is_stopped());
+    assert_eq!(queue.try_enqueue(3).map(drop), Err(Refused::Stopped(3)));
+}
+
+#[tokio::test]
+async fn once_every_callers_end_is_gone_what_was_queued_is_still_handed_out() {
+    let (queue, mut batches) = queue::<u32, u32>(4);
+    let waiting = queue.try_enqueue(7).expect("room");
+    let other = queue.clone();
+    assert!(queue.same_queue(&other));
+    drop((queue, other));
+
+    let batch = batches.next().await.expect("what was queued");
+    batch.answer_each(|n| n + 1);
+    assert_eq!(waiting.await, Ok(8));
+    assert!(batches.next().await.is_none(), "then the writer's end ends");
+}

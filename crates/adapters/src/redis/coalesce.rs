@@ -1,26 +1,22 @@
-//! Coalesced decisions: the GCRA steps that queue while a script call is in
-//! flight go to Redis together, in one `EVALSHA` over all their keys (C9).
+//! Coalesced decisions: a lane's task takes every decision queued while its
+//! previous script call ran and sends them in one `EVALSHA` of `gcra.lua`
+//! (`script.rs`), then answers each caller. A batch goes as one group per
+//! client (and policy): the key once and how many decisions it holds, so a
+//! busy client's fifty decisions cost one key and three numbers out, two
+//! numbers back, and Redis one `GET` and one `SET`.
 //!
-//! This is the group commit of [`crate::batch`] applied to Redis, on a
-//! queue of its own (`decisions.rs`): a lane waits for the first decision,
-//! takes with it every decision queued while its previous call ran, sends
-//! them as one call of `gcra.lua` over its own connection (`link.rs`) and
-//! answers each caller. There is no timer: a decision that finds the lane idle goes
-//! at once, and under load a batch is what arrived during one round trip and
-//! one more turn of the thread's scheduler ([`next_batch`]). A batch is sent
-//! as one group per client (and policy): the key once and how many decisions
-//! it holds, so a busy client's fifty decisions cost one key and three
-//! numbers out and two numbers back, not fifty of each (and Redis one `GET`
-//! and one `SET`). The script takes a group's
-//! decisions one after the other, as separate calls would have been; all of
-//! a batch see one reading of the server's clock.
+//! Invariants: no timer: a decision that finds the lane idle goes at once,
+//! and a busy lane lets its thread run one more turn before it takes its
+//! batch ([`next_batch`]); a call carries at most [`MOST_PER_CALL`]
+//! decisions; the script takes a group's decisions in queue order, as
+//! separate calls would have, and all of a batch see one reading of the
+//! server's clock; a batch ends by its *oldest* decision's deadline, so no
+//! decision waits past its bound, queueing included, unless the lane took
+//! the batch up too late to leave Redis [`LEAST_ROUND_TRIP`] (that wait was
+//! the worker's own); a batch that fails or runs out of time fails each of
+//! its decisions, as a single call would have failed its one.
 //!
-//! A batch that fails or does not answer in time fails each of its
-//! decisions, as a single call would have failed its one: each falls back to
-//! the local budget. A batch may take no longer than its *oldest* decision
-//! may still wait, so no decision waits past its own bound, queueing
-//! included, unless the lane took the batch up too late to leave Redis a
-//! round trip ([`LEAST_ROUND_TRIP`]): that wait was the worker's own.
+//! Why: service CPU 20.5 → ~13 µs a request (docs/performance.md, "The Redis store, measured").
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -30,10 +26,11 @@ use std::time::{Duration, Instant};
 
 use items_domain::Spent;
 
-use super::decisions::{Decisions, Taken};
+use redis::Cmd;
+
 use super::health::Health;
-use super::link::{Arguments, Link, Script};
-use super::resp::Command;
+use super::script::{Arguments, Connection};
+use crate::batch::{self, Batch, Batches};
 
 /// One GCRA step to take in Redis, and when its caller stops waiting.
 #[derive(Debug)]
@@ -47,7 +44,10 @@ pub(super) struct Decision {
 }
 
 /// What Redis decided, or why it did not.
-pub(super) type Answer = Result<Spent, Failure>;
+pub(super) type Reply = Result<Spent, Failure>;
+
+/// A lane's queue: the callers' end.
+pub(super) type Queue = batch::Queue<Decision, Reply>;
 
 /// A decision Redis did not take.
 #[derive(Debug, Clone)]
@@ -65,77 +65,80 @@ impl Failure {
 }
 
 /// The most decisions one script call carries; what is queued beyond
-/// waits for the next call. The queue itself is bounded by the requests
-/// its worker serves at once (one decision each).
+/// waits for the next call.
 const MOST_PER_CALL: usize = 512;
+
+/// The most decisions a lane's queue holds, waiting for a call: far above
+/// the requests one worker serves at once (one decision each; actix-web
+/// takes at most 25,000 connections per worker by default), so no decision
+/// finds it full in practice.
+const MOST_QUEUED: usize = 1 << 16;
+
+/// A lane's queue: its callers' end and its task's.
+pub(super) fn queue() -> (Queue, Batches<Decision, Reply>) {
+    batch::queue(MOST_QUEUED)
+}
 
 /// The lane of one thread (`lanes.rs`): a batch, one script call, the
 /// answers; until its store is gone and nothing is queued, or its runtime
-/// drops it (then every decision still waiting fails at once).
+/// drops it (then every decision still waiting is dropped unanswered, and
+/// its caller fails at once).
 pub(super) async fn lane(
-    decisions: Arc<Decisions>,
-    mut link: Link,
-    script: Arc<Script>,
+    mut batches: Batches<Decision, Reply>,
+    mut connection: Connection,
+    script: Arc<redis::Script>,
     prefix: Arc<str>,
     health: Arc<Health>,
 ) {
-    let _failed_if_dropped = FailAllOnDrop(Arc::clone(&decisions));
-    let mut batch = Vec::new();
     let mut busy = false;
-    while next_batch(&decisions, &mut batch, busy).await {
+    while let Some(batch) = next_batch(&mut batches, busy).await {
         busy = batch.len() > 1;
         if health.wait_before_retry(Instant::now()) {
-            decisions.answer(&mut batch, [], &Failure::Skipped);
+            batch.answer_each(|_| Err(Failure::Skipped));
             continue;
         }
-        match call(&mut link, &script, &prefix, &batch).await {
+        match call(&mut connection, &script, &prefix, &batch).await {
             Ok(spent) => {
                 health.answered();
                 let short = Failure::new("the script answered too few decisions");
-                decisions.answer(&mut batch, spent.into_iter().map(Ok), &short);
+                let answers = spent.into_iter().map(Ok);
+                batch.answer(answers.chain(std::iter::repeat_with(|| Err(short.clone()))));
             }
             Err(cause) => {
                 // Marked here too, so the decisions already queued behind
                 // this batch are not sent to a Redis that just failed.
                 health.failed(&cause);
-                decisions.answer(&mut batch, [], &Failure::new(cause));
+                let failure = Failure::new(cause);
+                batch.answer_each(|_| Err(failure.clone()));
             }
         }
     }
 }
 
-/// Fails what still waits when the lane's task ends or is dropped.
-struct FailAllOnDrop(Arc<Decisions>);
-
-impl Drop for FailAllOnDrop {
-    fn drop(&mut self) {
-        self.0.fail_all();
-    }
-}
-
-/// Fills `batch` with the next decisions: waits for one and, when the lane
-/// is `busy` (its last batch held more than one), lets the thread's other
-/// ready tasks run once before it takes every decision queued by then.
-/// False once the lane is to stop.
+/// The next decisions: waits for one and, when the lane is `busy` (its
+/// last batch held more than one), lets the thread's other ready tasks run
+/// once before it takes every decision queued by then. `None` once the
+/// lane is to stop.
 ///
 /// Under load the first decision wakes the lane while its worker is still
 /// serving the requests it read in the same pass; their decisions come a
 /// moment later. Taken at once, the batch would hold only the first, and
 /// the others would wait behind its call for the next. After one turn of
 /// the scheduler (`yield_now`, no timer: the lane runs again as soon as the
-/// tasks ready before it have), they are in. Measured
-/// (`bench/limiter_redis.sh`, eighth session, where Redis shares the
-/// worker's core): about 23 → 40 decisions per call, and 0.67–0.71 →
-/// 0.74–0.75 of the limiter-off throughput. A lane that is not busy sends
-/// at once: that turn cost one client about 20 µs per request.
-async fn next_batch(decisions: &Decisions, batch: &mut Vec<Taken>, busy: bool) -> bool {
-    let taken =
-        std::future::poll_fn(|cx| decisions.poll_take(cx.waker(), batch, MOST_PER_CALL)).await;
-    if taken && busy {
+/// tasks ready before it have), they are in: about 23 → 40 decisions per
+/// call (docs/performance.md, "The Redis store, measured"). A lane that is
+/// not busy sends at once: that turn cost one client about 20 µs per
+/// request.
+async fn next_batch(
+    batches: &mut Batches<Decision, Reply>,
+    busy: bool,
+) -> Option<Batch<Decision, Reply>> {
+    let mut batch = batches.next_at_most(MOST_PER_CALL).await?;
+    if busy {
         tokio::task::yield_now().await;
-        decisions.take_more(batch, MOST_PER_CALL);
+        batches.top_up(&mut batch, MOST_PER_CALL);
     }
-    taken
+    Some(batch)
 }
 
 /// The least time a batch is given in Redis once it is sent, even when its
@@ -150,12 +153,12 @@ const LEAST_ROUND_TRIP: Duration = Duration::from_millis(10);
 /// oldest decision's deadline (or [`LEAST_ROUND_TRIP`] from now, if later);
 /// one [`Spent`] per decision, in order.
 async fn call(
-    link: &mut Link,
-    script: &Script,
+    connection: &mut Connection,
+    script: &redis::Script,
     prefix: &str,
-    batch: &[Taken],
+    batch: &Batch<Decision, Reply>,
 ) -> Result<Vec<Spent>, String> {
-    let Some(oldest) = batch.iter().map(|taken| taken.decision.deadline).min() else {
+    let Some(oldest) = batch.work().map(|decision| decision.deadline).min() else {
         return Ok(Vec::new());
     };
     let deadline = oldest.max(Instant::now() + LEAST_ROUND_TRIP);
@@ -167,7 +170,7 @@ async fn call(
     let mut group_of: HashMap<Policy, usize> = HashMap::new();
     let mut places: Vec<(usize, u64)> = Vec::with_capacity(batch.len());
     let mut previous: Option<usize> = None;
-    for Taken { decision, .. } in batch {
+    for decision in batch.work() {
         let policy = Policy::of(decision);
         let same_as_previous = previous.filter(|&group| groups[group].policy == policy);
         let group = same_as_previous.unwrap_or_else(|| {
@@ -184,7 +187,7 @@ async fn call(
         prefix,
         groups: &groups,
     };
-    let reply = link
+    let reply = connection
         .run(script, &arguments, deadline.into())
         .await
         .map_err(|error| error.to_string())?;
@@ -248,22 +251,24 @@ struct Groups<'a> {
 }
 
 impl Arguments for Groups<'_> {
-    fn counts(&self) -> (usize, usize) {
-        (self.groups.len(), 3 * self.groups.len())
+    fn keys(&self) -> usize {
+        self.groups.len()
     }
 
-    fn write(&self, command: &mut Command) {
+    fn write(&self, command: &mut Cmd) {
+        // The longest address `Display` writes is 45 bytes.
+        let mut key = Vec::with_capacity(self.prefix.len() + 45);
         for group in self.groups {
-            command.part_with(|key| {
-                key.extend_from_slice(self.prefix.as_bytes());
-                write_address(key, group.policy.client);
-            });
+            key.clear();
+            key.extend_from_slice(self.prefix.as_bytes());
+            write_address(&mut key, group.policy.client);
+            command.arg(key.as_slice());
         }
         for group in self.groups {
             command
-                .number_part(group.policy.period)
-                .number_part(group.policy.tolerance)
-                .number_part(group.count);
+                .arg(group.policy.period)
+                .arg(group.policy.tolerance)
+                .arg(group.count);
         }
     }
 }
@@ -301,7 +306,6 @@ mod tests {
     use std::time::{SystemTime, UNIX_EPOCH};
 
     use super::*;
-    use crate::redis::decisions::Asked;
     use crate::redis::micros;
 
     const SECOND: u64 = 1_000_000;
@@ -315,9 +319,9 @@ mod tests {
         }
     }
 
-    fn link() -> Link {
+    fn connection() -> Connection {
         let redis = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
-        Link::new(redis.get_connection_info().clone())
+        Connection::new(redis, crate::redis::connection_config())
     }
 
     fn unique_prefix() -> String {
@@ -333,32 +337,32 @@ mod tests {
         // A lane that shares a busy worker's thread may take a batch up
         // late; the lateness is the worker's, so Redis still gets a round
         // trip's time rather than the decisions failing unasked.
-        let mut link = link();
+        let mut connection = connection();
         let prefix = unique_prefix();
         let client = IpAddr::from([203, 0, 113, 3]);
-        let decisions = Arc::new(Decisions::default());
+        let (queue, mut batches) = queue();
         let late = Decision {
             deadline: Instant::now(),
             ..decision(client, 2)
         };
-        let asked = decisions.ask(late).expect("the lane is open");
-        let mut batch = take(&decisions).await;
+        let asked = queue.try_enqueue(late).expect("the lane is open");
+        let batch = take(&mut batches).await;
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let script = Script::gcra();
+        let script = crate::redis::gcra();
 
-        let spent = call(&mut link, &script, &prefix, &batch).await;
+        let spent = call(&mut connection, &script, &prefix, &batch).await;
 
         let spent = spent.expect("decided in Redis, not timed out");
         assert_eq!(spent.len(), 1);
         assert!(spent[0].allowed);
         assert_eq!(spent[0].until_full, Duration::from_secs(1));
-        decisions.answer(&mut batch, spent.into_iter().map(Ok), &unused());
-        assert!(asked.await.is_ok());
+        batch.answer(spent.into_iter().map(Ok));
+        assert!(matches!(asked.await, Ok(Ok(_))));
     }
 
     #[tokio::test]
     async fn one_call_decides_each_decision_of_a_key_that_comes_many_times_in_order_c9() {
-        let mut link = link();
+        let mut connection = connection();
         let prefix = unique_prefix();
         let clients = [
             IpAddr::from([203, 0, 113, 1]),
@@ -368,16 +372,18 @@ mod tests {
 
         // Twenty decisions, the two clients alternating, all queued before the
         // lane takes them: one batch, one script call.
-        let decisions = Arc::new(Decisions::default());
-        let callers: Vec<Asked> = (0..20)
-            .map(|n| decisions.ask(decision(clients[n % 2], limit)).unwrap())
+        let (queue, mut batches) = queue();
+        let callers: Vec<batch::Undated<Reply>> = (0..20)
+            .map(|n| queue.try_enqueue(decision(clients[n % 2], limit)).unwrap())
             .collect();
-        let mut batch = take(&decisions).await;
+        let batch = take(&mut batches).await;
         assert_eq!(batch.len(), 20);
-        let order: Vec<IpAddr> = batch.iter().map(|taken| taken.decision.client).collect();
-        let script = Script::gcra();
-        let spent = call(&mut link, &script, &prefix, &batch).await.unwrap();
-        decisions.answer(&mut batch, spent.iter().copied().map(Ok), &unused());
+        let order: Vec<IpAddr> = batch.work().map(|decision| decision.client).collect();
+        let script = crate::redis::gcra();
+        let spent = call(&mut connection, &script, &prefix, &batch)
+            .await
+            .unwrap();
+        batch.answer(spent.iter().copied().map(Ok));
 
         // Per key, in queue order: the budget's `limit` requests pass, each
         // a period further from full (one clock reading for the batch), and
@@ -395,7 +401,10 @@ mod tests {
             assert_eq!(decided, expected, "{client}");
         }
         for caller in callers {
-            assert!(caller.await.is_ok(), "every caller got its answer");
+            assert!(
+                matches!(caller.await, Ok(Ok(_))),
+                "every caller got its answer"
+            );
         }
     }
 
@@ -420,32 +429,27 @@ mod tests {
     /// runtime has one thread, as an actix-web worker has: the order is the
     /// scheduler's, not a matter of timing.
     async fn batch_of_two_asked_in_one_pass(busy: bool) -> Vec<IpAddr> {
-        let decisions = Arc::new(Decisions::default());
-        let lane = tokio::spawn({
-            let decisions = Arc::clone(&decisions);
-            async move {
-                let mut batch = Vec::new();
-                assert!(next_batch(&decisions, &mut batch, busy).await, "a batch");
-                let clients: Vec<IpAddr> =
-                    batch.iter().map(|taken| taken.decision.client).collect();
-                decisions.answer(&mut batch, [], &Failure::Skipped);
-                clients
-            }
+        let (queue, mut batches) = queue();
+        let lane = tokio::spawn(async move {
+            let batch = next_batch(&mut batches, busy).await.expect("a batch");
+            let clients: Vec<IpAddr> = batch.work().map(|decision| decision.client).collect();
+            batch.answer_each(|_| Err(Failure::Skipped));
+            clients
         });
         tokio::task::yield_now().await;
-        let first = decisions.ask(decision(FIRST, 2)).expect("queued");
+        let first = queue.try_enqueue(decision(FIRST, 2)).expect("queued");
         let second = tokio::spawn({
-            let decisions = Arc::clone(&decisions);
+            let queue = queue.clone();
             async move {
-                decisions
-                    .ask(decision(SECOND_CLIENT, 2))
+                queue
+                    .try_enqueue(decision(SECOND_CLIENT, 2))
                     .expect("queued")
                     .await
             }
         });
         let clients = lane.await.expect("the lane ran");
         assert!(
-            matches!(first.await, Err(Failure::Skipped)),
+            matches!(first.await, Ok(Err(Failure::Skipped))),
             "the first was answered"
         );
         drop(second);
@@ -453,14 +457,8 @@ mod tests {
     }
 
     /// What the lane takes next, waiting for it.
-    async fn take(decisions: &Decisions) -> Vec<Taken> {
-        let mut batch = Vec::new();
-        assert!(next_batch(decisions, &mut batch, false).await);
-        batch
-    }
-
-    fn unused() -> Failure {
-        Failure::new("every decision was answered")
+    async fn take(batches: &mut Batches<Decision, Reply>) -> Batch<Decision, Reply> {
+        next_batch(batches, false).await.expect("a batch")
     }
 
     const FIRST: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(203, 0, 113, 4));

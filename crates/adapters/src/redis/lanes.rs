@@ -1,32 +1,20 @@
 //! One lane per thread: each thread that asks for decisions has its own
-//! queue, its own coalescing task and its own connection to Redis, all on
-//! that thread's runtime.
+//! queue, coalescing task and connection to Redis, all on that thread's
+//! runtime, so a decision, its script call and its answer never cross
+//! threads.
 //!
-//! Why per thread. An actix-web worker is a single-threaded runtime. With
-//! one lane on a thread of the store's own (the first form, issue 21),
-//! every batch crossed threads twice: the worker woke the lane's thread, and
-//! the lane woke the worker's runtime once per answered decision (an
-//! `eventfd` write each, and a context switch whenever both threads share a
-//! core). Measured with `bench/limiter_redis.sh`, a request decided in
-//! Redis cost the service 4.6 µs of CPU more than one with the limiter off.
-//! With the lane on the asking worker's own runtime, the decisions, the call
-//! and the answers never leave the thread. The extra cost fell to 1.1–2.2 µs,
-//! and the shared budget went from 0.56 to about 0.72 of the limiter-off
-//! throughput (0.69–0.81 over three runs; docs/performance.md).
+//! Invariants: a thread has at most one open lane per live store, and the
+//! lane holds the only callers' end of its queue. A lane ends when its
+//! runtime does (its task is dropped with every decision queued or in
+//! flight, whose callers then fail at once and count locally) or when its
+//! store is dropped and the thread next looks for a lane (the queue closes,
+//! the task answers what was queued, then ends); a thread that finds its
+//! lane ended starts a new one. A lane shares its thread with the requests
+//! it decides for, so a busy worker may take a batch up late; Redis still
+//! gets a round trip for it (`coalesce.rs`). Costs one connection to Redis
+//! per worker thread and store.
 //!
-//! What it costs: one connection to Redis per worker thread and store
-//! (workers default to the number of cores), and a lane shares its thread
-//! with the requests it decides for. A lane is polled in turn with them, so
-//! a burst on a busy worker may take up a batch late; the lane then still
-//! gives the batch a round trip's worth of time in Redis (`coalesce.rs`),
-//! rather than failing decisions that Redis was never given the chance to
-//! take.
-//!
-//! A lane ends when its runtime does (its task is dropped with it, and
-//! every decision still waiting fails at once, to be counted locally) or
-//! when the store is dropped and the thread next looks for a lane (its task
-//! answers what was queued, then ends); a thread that finds its lane ended
-//! starts a new one.
+//! Why: shared ÷ limiter-off 0.56 → 0.73 (docs/performance.md, "The Redis store, measured").
 
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
@@ -34,24 +22,24 @@ use std::sync::{Arc, Weak};
 use redis::aio::ConnectionManager;
 
 use super::Shared;
-use super::coalesce::{self, Decision};
-use super::decisions::{Asked, Decisions, STOPPED};
-use super::link::Link;
+use super::coalesce::{self, Decision, Queue, Reply};
+use super::script::Connection;
+use crate::batch::{self, Refused};
+
+/// Why a decision of a lane that has stopped was not taken.
+pub(super) const STOPPED: &str = "the Redis lane has stopped";
+
+/// Why a decision was not queued on a lane that holds all it may.
+const FULL: &str = "the Redis lane's queue is full";
 
 /// A thread's way to Redis for one store. Dropped (its store gone, or its
-/// thread ended), it closes its queue, and its task ends once it has
-/// answered what was queued.
+/// thread ended), it closes its queue (it holds the only callers' end),
+/// and its task ends once it has answered what was queued.
 pub(super) struct Lane {
     /// Where the thread's decisions queue for the next script call.
-    decisions: Arc<Decisions>,
+    decisions: Queue,
     /// A connection of the redis crate's, for the health check's `PING`.
     pub(super) connection: ConnectionManager,
-}
-
-impl Drop for Lane {
-    fn drop(&mut self) {
-        self.decisions.close();
-    }
 }
 
 thread_local! {
@@ -64,19 +52,25 @@ thread_local! {
 /// current runtime when the thread has none (or its lane has ended).
 ///
 /// # Errors
-/// When a lane's connection cannot be set up (never for a URL that
-/// opened).
-pub(super) fn ask(store: &Arc<Shared>, decision: Decision) -> redis::RedisResult<Asked> {
+/// When a lane's health-check connection cannot be set up (never for a URL
+/// that opened), or the lane's queue is full.
+pub(super) fn ask(
+    store: &Arc<Shared>,
+    decision: Decision,
+) -> redis::RedisResult<batch::Undated<Reply>> {
     LANES.with_borrow_mut(|lanes| {
         let decision = match lanes.iter().find(|(owner, _)| is_of(owner, store)) {
-            Some((_, lane)) => match lane.decisions.ask(decision) {
-                Ok(asked) => return Ok(asked),
-                Err(refused) => refused,
+            Some((_, lane)) => match lane.decisions.try_enqueue(decision) {
+                Ok(answer) => return Ok(answer),
+                Err(Refused::Stopped(decision)) => decision,
+                Err(full @ Refused::Full(_)) => return Err(refused(&full)),
             },
             None => decision,
         };
         let lane = open_lane(lanes, store)?;
-        lane.decisions.ask(decision).map_err(|_| stopped())
+        lane.decisions
+            .try_enqueue(decision)
+            .map_err(|refusal| refused(&refusal))
     })
 }
 
@@ -103,8 +97,9 @@ fn open_lane<'a>(
     lanes: &'a mut Vec<(Weak<Shared>, Lane)>,
     store: &Arc<Shared>,
 ) -> redis::RedisResult<&'a Lane> {
-    let open =
-        |owner: &Weak<Shared>, lane: &Lane| owner.strong_count() > 0 && !lane.decisions.is_closed();
+    let open = |owner: &Weak<Shared>, lane: &Lane| {
+        owner.strong_count() > 0 && !lane.decisions.is_stopped()
+    };
     lanes.retain(|(owner, lane)| open(owner, lane));
     let index = match lanes.iter().position(|(owner, _)| is_of(owner, store)) {
         Some(index) => index,
@@ -119,11 +114,10 @@ fn open_lane<'a>(
 fn start(store: &Shared) -> redis::RedisResult<Lane> {
     let connection =
         ConnectionManager::new_lazy_with_config(store.client.clone(), store.config.clone())?;
-    let link = Link::new(store.client.get_connection_info().clone());
-    let decisions = Arc::new(Decisions::default());
+    let (decisions, batches) = coalesce::queue();
     tokio::spawn(coalesce::lane(
-        Arc::clone(&decisions),
-        link,
+        batches,
+        Connection::new(store.client.clone(), store.connection.clone()),
         Arc::clone(&store.script),
         Arc::clone(&store.prefix),
         Arc::clone(&store.health),
@@ -134,8 +128,12 @@ fn start(store: &Shared) -> redis::RedisResult<Lane> {
     })
 }
 
-fn stopped() -> redis::RedisError {
-    redis::RedisError::from((redis::ErrorKind::Io, STOPPED))
+fn refused<W>(refusal: &Refused<W>) -> redis::RedisError {
+    let why = match refusal {
+        Refused::Full(_) => FULL,
+        Refused::Stopped(_) => STOPPED,
+    };
+    redis::RedisError::from((redis::ErrorKind::Io, why))
 }
 
 #[cfg(test)]
@@ -162,13 +160,13 @@ mod tests {
     }
 
     /// The queue of this thread's lane for `store`.
-    fn lane_here(store: &RedisRateLimitStore) -> Arc<Decisions> {
+    fn lane_here(store: &RedisRateLimitStore) -> Queue {
         LANES.with_borrow(|lanes| {
             let (_, lane) = lanes
                 .iter()
                 .find(|(owner, _)| is_of(owner, &store.shared))
                 .expect("a lane on this thread");
-            Arc::clone(&lane.decisions)
+            lane.decisions.clone()
         })
     }
 
@@ -201,7 +199,7 @@ mod tests {
             assert!(spend(&store).await);
             (here, lane_here(&store))
         });
-        assert!(Arc::ptr_eq(&here, &twice_here));
+        assert!(here.same_queue(&twice_here));
         let elsewhere = {
             let store = Arc::clone(&store);
             std::thread::spawn(move || {
@@ -213,7 +211,7 @@ mod tests {
             .join()
             .unwrap()
         };
-        assert!(!Arc::ptr_eq(&here, &elsewhere));
+        assert!(!here.same_queue(&elsewhere));
     }
 
     #[test]
@@ -224,7 +222,7 @@ mod tests {
             lane_here(&store)
         });
         // The runtime is gone, and the lane's task with it.
-        assert!(first.is_closed());
+        assert!(first.is_stopped());
 
         let (second, decided) = on_a_new_runtime(async {
             let decided = spend(&store).await;
@@ -232,7 +230,7 @@ mod tests {
         });
 
         assert!(decided, "decided in Redis, not failed on the ended lane");
-        assert!(!Arc::ptr_eq(&first, &second));
+        assert!(!first.same_queue(&second));
         assert_eq!(
             lanes_here(),
             1,

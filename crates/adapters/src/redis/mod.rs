@@ -2,25 +2,21 @@
 //!
 //! Each counted request is one GCRA step on the client's key in a Lua script
 //! (`gcra.lua`), atomic in Redis and timed by the Redis server's clock, so
-//! instances whose clocks disagree still share one budget. The steps are
-//! coalesced (`coalesce.rs`): a decision that finds no script call in flight
-//! is sent at once, and the decisions that queue while one is in flight go
-//! together in the next call, so under load Redis runs one script per batch
-//! instead of one per request, and nothing ever waits on a timer.
+//! instances whose clocks disagree still share one budget. Each thread that
+//! asks has a lane (`lanes.rs`): a queue of [`crate::batch`], a task that
+//! sends what queued during its previous call as one script call
+//! (`coalesce.rs`) and a connection of the redis crate's (`script.rs`).
 //!
-//! Each thread asking for decisions has a lane of its own (`lanes.rs`):
-//! its queue, its coalescing task and its connection live on that thread's
-//! runtime, so a decision never crosses threads on its way to Redis and
-//! back.
+//! Invariants: no decision waits more than [`RedisRateLimitStore::TIMEOUT`]
+//! from the moment it is asked, queueing included (unless its own worker was
+//! too busy to send it in time: Redis then still gets a round trip's time,
+//! `coalesce.rs`); a failure is the caller's cue to use its local budget and
+//! counts once in [`STORE_ERRORS`]; after one, Redis is not asked again for
+//! `RETRY_EVERY`, so an outage costs a request nothing; an outage and the
+//! return are each logged once (`health.rs`); nothing connects before the
+//! first decision, so a Redis down at start is an outage, not a start error.
 //!
-//! Redis is a dependency the service can live without: no decision waits
-//! more than [`RedisRateLimitStore::TIMEOUT`] from the moment it is asked,
-//! queueing included (unless its own worker was too busy to send it in
-//! time: then Redis still gets a round trip's time, see `coalesce.rs`), and
-//! a failure is the caller's cue to use its local budget. After a failure
-//! this store does not ask Redis again for `RETRY_EVERY`, so during an
-//! outage requests do not each wait out the timeout; the first success
-//! after it is logged once, as the failure was.
+//! Why: one script call per ~40 decisions (docs/performance.md, "The Redis store, measured").
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -28,18 +24,19 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use items_domain::{DependencyDown, Gcra, HealthCheck, RateLimitStore, RateLimitStoreError, Spent};
-use redis::Client;
 use redis::aio::ConnectionManagerConfig;
+use redis::io::tcp::TcpSettings;
+use redis::{AsyncConnectionConfig, Client};
 
 mod coalesce;
-mod decisions;
 mod health;
 mod lanes;
-mod link;
-mod resp;
+mod script;
 
 use coalesce::{Decision, Failure};
 use health::Health;
+
+use crate::batch;
 
 /// Failures of the shared store, for `/metrics` (C11): one per decision
 /// that fell back to the local budget because Redis failed or was too slow.
@@ -61,8 +58,11 @@ pub struct RedisRateLimitStore {
 /// dropped store by its `Shared` being gone (`lanes.rs`).
 struct Shared {
     client: Client,
+    /// The health check's connection.
     config: ConnectionManagerConfig,
-    script: Arc<link::Script>,
+    /// A lane's connection, for its script calls.
+    connection: AsyncConnectionConfig,
+    script: Arc<redis::Script>,
     prefix: Arc<str>,
     health: Arc<Health>,
 }
@@ -91,7 +91,9 @@ impl RedisRateLimitStore {
     /// # Errors
     /// When `url` is not a Redis URL.
     pub fn open(url: &str, prefix: &str) -> redis::RedisResult<Self> {
-        let client = Client::open(url)?;
+        let info = Client::open(url)?.get_connection_info().clone();
+        // One call, one segment: nothing is to be gained by waiting.
+        let client = Client::open(info.set_tcp_settings(TcpSettings::default().set_nodelay(true)))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Self::TIMEOUT))
             .set_response_timeout(Some(Self::TIMEOUT))
@@ -101,12 +103,26 @@ impl RedisRateLimitStore {
             shared: Arc::new(Shared {
                 client,
                 config,
-                script: Arc::new(link::Script::gcra()),
+                connection: connection_config(),
+                script: Arc::new(gcra()),
                 prefix: prefix.into(),
                 health: Arc::new(Health::new(RETRY_EVERY)),
             }),
         })
     }
+}
+
+/// The script every lane runs.
+fn gcra() -> redis::Script {
+    redis::Script::new(include_str!("gcra.lua"))
+}
+
+/// A lane's connection: the crate's own timeouts no longer than a
+/// decision's bound, which each call's deadline enforces anyway.
+fn connection_config() -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(RedisRateLimitStore::TIMEOUT))
+        .set_response_timeout(Some(RedisRateLimitStore::TIMEOUT))
 }
 
 fn micros(duration: Duration) -> u64 {
@@ -123,21 +139,22 @@ impl RateLimitStore for RedisRateLimitStore {
         gcra: Gcra,
         _arrived: Instant,
     ) -> Result<Spent, RateLimitStoreError> {
-        // Only the queued decision's handle lives across the wait, so the
-        // future async_trait boxes stays small (120 bytes, not 216): a
-        // worker has one per request in flight, and at that size glibc
-        // keeps the freed ones on a fast list instead of sorting them into
-        // its bins (callgrind: docs/performance.md, "An own connection and
-        // a table of slots").
+        // Only the queued decision's answer (no timer) lives across the
+        // wait, so the future async_trait boxes, one per request in flight,
+        // stays small (docs/performance.md, "The Redis store, measured").
         let answer = self.ask(client, gcra)?.await;
-        self.settle(answer)
+        self.settle(answer.unwrap_or_else(|_| Err(Failure::new(lanes::STOPPED))))
     }
 }
 
 impl RedisRateLimitStore {
     /// Queues the decision on this thread's lane; the answer is to be
     /// waited for.
-    fn ask(&self, client: IpAddr, gcra: Gcra) -> Result<decisions::Asked, RateLimitStoreError> {
+    fn ask(
+        &self,
+        client: IpAddr,
+        gcra: Gcra,
+    ) -> Result<batch::Undated<coalesce::Reply>, RateLimitStoreError> {
         let asked = Instant::now();
         if self.shared.health.wait_before_retry(asked) {
             return Err(RateLimitStoreError::new(NOT_ASKED));
@@ -154,7 +171,7 @@ impl RedisRateLimitStore {
 
     /// What the lane answered, as the port says it: a failure is counted
     /// and marks Redis as failing.
-    fn settle(&self, answer: coalesce::Answer) -> Result<Spent, RateLimitStoreError> {
+    fn settle(&self, answer: coalesce::Reply) -> Result<Spent, RateLimitStoreError> {
         answer.map_err(|failure| self.failure(failure))
     }
 
