@@ -12,9 +12,10 @@ use items_domain::{
 };
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
+use super::messages::{Write, Written, mismatched};
 use super::point_reads::PointReads;
-use super::writer::{Write, Written};
-use super::{Writer, mismatched, unavailable};
+use super::unavailable;
+use super::writer::Writer;
 use crate::sql::rows::stored_name;
 
 /// Items in the `items` table of one SQLite file.

@@ -47,6 +47,7 @@
 mod backup;
 mod items;
 mod keys;
+mod messages;
 mod point_reads;
 mod products;
 mod transfer;
@@ -56,21 +57,17 @@ mod writes;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use items_domain::{DependencyDown, Repositories, RepositoryError};
-use parking_lot::Mutex;
 use sqlx::ConnectOptions as _;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use tokio::sync::oneshot;
 
-use crate::batch;
 use point_reads::PointReads;
-use writer::{Counters, Reply, Write, Written};
+use writer::Writer;
 
 pub use backup::{BackupError, backup};
 pub use items::SqliteItemRepository;
@@ -226,12 +223,12 @@ impl SqliteStore {
 
     /// Transactions the writer committed since the store was opened.
     pub fn commits(&self) -> u64 {
-        self.writer.shared.counters.commits.load(Ordering::Relaxed)
+        self.writer.commits()
     }
 
     /// Writes waiting for the writer now.
     pub fn queued_writes(&self) -> usize {
-        self.writer.queue.queued()
+        self.writer.queued()
     }
 
     /// Publishes the writer's queue depth to the metrics recorder (C11);
@@ -250,14 +247,7 @@ impl SqliteStore {
     pub async fn close(&self) {
         self.readers.close().await;
         self.point_reads.close();
-        if let Some(stop) = self.writer.shared.stop.lock().take() {
-            let _ = stop.send(());
-        }
-        let finished = self.writer.shared.finished.lock().take();
-        if let Some(finished) = finished {
-            // Sent, or dropped, once the thread closed the connection.
-            let _ = finished.await;
-        }
+        self.writer.stop().await;
     }
 }
 
@@ -269,7 +259,7 @@ impl items_domain::HealthCheck for SqliteStore {
     }
 
     async fn ping(&self) -> Result<(), DependencyDown> {
-        if self.writer.queue.is_stopped() {
+        if self.writer.is_stopped() {
             return Err(DependencyDown::new("the SQLite writer has stopped"));
         }
         sqlx::query("select items from item_tally")
@@ -280,74 +270,6 @@ impl items_domain::HealthCheck for SqliteStore {
     }
 }
 
-/// The repositories' way to the writer thread.
-#[derive(Debug, Clone)]
-struct Writer {
-    queue: batch::Queue<Write, Reply>,
-    /// How long a write may wait to be taken up (the store's budget).
-    budget: Duration,
-    shared: Arc<WriterShared>,
-}
-
-#[derive(Debug)]
-struct WriterShared {
-    counters: Arc<Counters>,
-    stop: Mutex<Option<oneshot::Sender<()>>>,
-    /// Fires when the writer's thread has closed its connection.
-    finished: Mutex<Option<oneshot::Receiver<()>>>,
-}
-
-impl Writer {
-    /// Starts the thread that owns `connection` and applies queued writes.
-    fn start(connection: rusqlite::Connection, capacity: usize, budget: Duration) -> Self {
-        let (queue, batches) = batch::queue(capacity);
-        let (stop, stopped) = oneshot::channel();
-        let (finish, finished) = oneshot::channel();
-        let counters = Arc::new(Counters::default());
-        let runtime = tokio::runtime::Handle::current();
-        let thread_counters = Arc::clone(&counters);
-        let spawned = std::thread::Builder::new()
-            .name("sqlite-writer".into())
-            .spawn(move || {
-                writer::run(connection, batches, stopped, thread_counters, runtime);
-                let _ = finish.send(());
-            });
-        if let Err(error) = spawned {
-            // The queue's receiving end went with the closure: every write
-            // is answered unavailable, and the health check says so.
-            tracing::error!(%error, "the SQLite writer thread could not start");
-        }
-        Self {
-            queue,
-            budget,
-            shared: Arc::new(WriterShared {
-                counters,
-                stop: Mutex::new(Some(stop)),
-                finished: Mutex::new(Some(finished)),
-            }),
-        }
-    }
-
-    /// Queues `write` and waits until it is committed (or its batch
-    /// failed); answered 503, the write left undone, when the writer has
-    /// not taken it up within the budget.
-    async fn write(&self, write: Write) -> Result<Written, RepositoryError> {
-        let deadline = tokio::time::Instant::now() + self.budget;
-        match self.queue.submit_by(write, deadline).await {
-            Ok(reply) => reply,
-            // The HTTP adapter logs the cause, naming the budget, with the 503.
-            Err(batch::Unanswered::Late) => Err(crate::sql::budget::over_budget(self.budget)),
-            Err(stopped @ batch::Unanswered::Stopped) => Err(RepositoryError::unavailable(stopped)),
-        }
-    }
-}
-
 fn unavailable(error: sqlx::Error) -> RepositoryError {
     RepositoryError::unavailable(error)
-}
-
-/// The writer answered with another kind of result than the write asked
-/// for: a bug, reported as an unavailable store rather than a panic.
-fn mismatched(written: &Written) -> RepositoryError {
-    RepositoryError::unavailable(format!("the SQLite writer answered {written:?}"))
 }

@@ -9,8 +9,9 @@ use items_domain::{
 };
 use sqlx::SqlitePool;
 
-use super::writer::{Write, Written};
-use super::{Writer, mismatched, unavailable};
+use super::messages::{Write, Written, mismatched};
+use super::unavailable;
+use super::writer::Writer;
 use crate::sql::rows::{ProductRow, stored_products};
 
 /// Products in the `products` table of one SQLite file.

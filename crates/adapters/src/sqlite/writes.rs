@@ -7,10 +7,8 @@ use std::sync::OnceLock;
 use items_domain::{Id, Item, Name, Product, Replaced};
 use rusqlite::{Connection, params, params_from_iter};
 
-use super::writer::{Write, Written};
-
-/// Why a batch failed: a SQLite error, or a stored row that does not decode.
-pub(super) type Failure = Box<dyn std::error::Error + Send + Sync>;
+use super::keys;
+use super::messages::{Failure, Write, Written};
 
 /// Rows in one multi-row `insert` at most: a longer run of creates is
 /// split into statements of this many rows and one shorter rest. One
@@ -120,16 +118,14 @@ fn one(connection: &Connection, write: &Write) -> Result<Written, Failure> {
             })
         }
         Write::CreateItemKeyed { name, key, at } => {
-            Written::KeyedItem(super::keys::create_item(connection, name, key, *at)?)
+            Written::KeyedItem(keys::create_item(connection, name, key, *at)?)
         }
         Write::CreateProductKeyed {
             name,
             price,
             key,
             at,
-        } => Written::KeyedProduct(super::keys::create_product(
-            connection, name, *price, key, *at,
-        )?),
+        } => Written::KeyedProduct(keys::create_product(connection, name, *price, key, *at)?),
         Write::ReplaceItem { item, expected } => {
             Written::Replaced(replace(connection, item, expected.as_ref())?)
         }
