@@ -45,9 +45,11 @@
 //! while writers go on (`VACUUM INTO`, `backup.rs`).
 
 mod backup;
+mod connections;
 mod items;
 mod keys;
 mod messages;
+mod migrations;
 mod point_reads;
 mod products;
 mod transfer;
@@ -62,21 +64,17 @@ use std::time::Duration;
 use async_trait::async_trait;
 use items_domain::{DependencyDown, Repositories, RepositoryError};
 use sqlx::ConnectOptions as _;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
 use point_reads::PointReads;
 use writer::Writer;
 
 pub use backup::{BackupError, backup};
 pub use items::SqliteItemRepository;
+pub use migrations::MigrateError;
 pub use products::SqliteProductRepository;
 pub use transfer::{SqliteSink, SqliteSnapshot};
 pub use users::SqliteUserRepository;
-
-/// The migrations in `crates/adapters/migrations_sqlite`, embedded in the binary.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations_sqlite");
 
 /// Writes waiting for the writer now (a gauge, set at scrape time).
 pub const WRITER_QUEUE_DEPTH: &str = "sqlite_writer_queue_depth";
@@ -135,7 +133,7 @@ pub enum OpenError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("the SQLite database could not be migrated")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(#[from] MigrateError),
 }
 
 /// One SQLite file: the writer thread and the readers, from which the
@@ -158,45 +156,45 @@ impl SqliteStore {
     /// brought up to date.
     pub async fn open(path: impl AsRef<Path>, settings: SqliteSettings) -> Result<Self, OpenError> {
         let path = path.as_ref();
+        let writing = {
+            let file = path.to_owned();
+            let busy_timeout = settings.busy_timeout;
+            // Migrating may take a while on a large file: off the async workers.
+            tokio::task::spawn_blocking(move || open_writing(&file, busy_timeout))
+                .await
+                .map_err(|stopped| OpenError::Open {
+                    path: path.to_owned(),
+                    source: stopped.into(),
+                })??
+        };
         let cannot_open = |source: sqlx::Error| OpenError::Open {
             path: path.to_owned(),
             source: source.into(),
         };
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .busy_timeout(settings.busy_timeout)
-            .synchronous(SqliteSynchronous::Full)
-            .disable_statement_logging();
-        let mut connection = options
-            .clone()
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .connect()
-            .await
-            .map_err(cannot_open)?;
-        MIGRATOR.run(&mut connection).await?;
         let readers = SqlitePoolOptions::new()
             .max_connections(settings.readers.max(1))
             .acquire_timeout(settings.busy_timeout)
             // A local connection does not go stale; checking costs a round
             // trip to its thread on every read.
             .test_before_acquire(false)
-            .connect_with(options.read_only(true))
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(path)
+                    .busy_timeout(settings.busy_timeout)
+                    .disable_statement_logging()
+                    .read_only(true),
+            )
             .await
             .map_err(cannot_open)?;
-        let cannot_open_here = |source: rusqlite::Error| OpenError::Open {
-            path: path.to_owned(),
-            source: source.into(),
-        };
         let point_reads =
-            PointReads::open(path, settings.busy_timeout).map_err(cannot_open_here)?;
-        let writer = writer::connect(path, settings.busy_timeout).map_err(cannot_open_here)?;
-        // The writer has its own connection now; this one only migrated.
-        let _ = sqlx::Connection::close(connection).await;
+            PointReads::open(path, settings.busy_timeout).map_err(|source| OpenError::Open {
+                path: path.to_owned(),
+                source: source.into(),
+            })?;
         Ok(Self {
             readers,
             point_reads: Arc::new(point_reads),
-            writer: Writer::start(writer, settings.queue, settings.busy_timeout),
+            writer: Writer::start(writing, settings.queue, settings.busy_timeout),
         })
     }
 
@@ -268,6 +266,18 @@ impl items_domain::HealthCheck for SqliteStore {
             .map(drop)
             .map_err(DependencyDown::new)
     }
+}
+
+/// The writing connection to `path` (the file created when missing), its
+/// schema brought up to date.
+fn open_writing(path: &Path, busy_timeout: Duration) -> Result<rusqlite::Connection, OpenError> {
+    let mut connection =
+        connections::read_write(path, busy_timeout).map_err(|source| OpenError::Open {
+            path: path.to_owned(),
+            source: source.into(),
+        })?;
+    migrations::run(&mut connection)?;
+    Ok(connection)
 }
 
 fn unavailable(error: sqlx::Error) -> RepositoryError {

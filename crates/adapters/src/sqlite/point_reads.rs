@@ -28,8 +28,9 @@ use std::time::Duration;
 
 use items_domain::{Id, Item, RepositoryError};
 use parking_lot::Mutex;
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension};
 
+use super::connections::read_only;
 use crate::sql::rows::stored_name;
 
 /// Read-only connections to one file; `None` once [`PointReads::close`]d.
@@ -43,7 +44,7 @@ impl PointReads {
     pub(super) fn open(path: &Path, busy_timeout: Duration) -> rusqlite::Result<Self> {
         let count = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
         let connections = (0..count)
-            .map(|_| connect(path, busy_timeout).map(|connection| Mutex::new(Some(connection))))
+            .map(|_| read_only(path, busy_timeout).map(|connection| Mutex::new(Some(connection))))
             .collect::<rusqlite::Result<_>>()?;
         Ok(Self { connections })
     }
@@ -94,14 +95,4 @@ fn busy_slot(count: usize) -> usize {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed) % count
-}
-
-fn connect(path: &Path, busy_timeout: Duration) -> rusqlite::Result<Connection> {
-    let connection = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    connection.busy_timeout(busy_timeout)?;
-    connection.pragma_update(None, "query_only", true)?;
-    Ok(connection)
 }

@@ -19,7 +19,7 @@ use items_domain::{Id, Item, Product, RepositoryError};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Executor as _, QueryBuilder, SqliteConnection};
 
-use super::{MIGRATOR, OpenError, unavailable};
+use super::{OpenError, open_writing, unavailable};
 use crate::sql::rows::{ItemRow, ProductRow, page_bounds, stored_items, stored_products};
 
 /// How long either end waits for a lock another process holds.
@@ -145,6 +145,7 @@ impl SqliteSink {
     /// brought up to date.
     pub async fn open(path: &Path) -> Result<Self, OpenError> {
         let cannot_open = cannot_open(path);
+        drop(open_writing(path, BUSY_TIMEOUT)?);
         let mut connection = options(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -152,7 +153,6 @@ impl SqliteSink {
             .connect()
             .await
             .map_err(cannot_open)?;
-        MIGRATOR.run(&mut connection).await?;
         connection
             .execute("begin immediate")
             .await

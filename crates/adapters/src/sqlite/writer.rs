@@ -27,14 +27,13 @@
 //! Why a thread of its own on rusqlite: `POST /items` over SQLite 34k →
 //! 44k req/s, docs/performance.md "The writer on rusqlite, on a thread of its own".
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use items_domain::RepositoryError;
 use parking_lot::Mutex;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
@@ -63,9 +62,12 @@ struct Shared {
 }
 
 impl Writer {
-    /// Starts the thread that owns `connection` and applies queued writes;
-    /// at most `capacity` writes wait for it. Needs a Tokio runtime.
+    /// Starts the thread that owns `connection` (a writing one,
+    /// `connections.rs`) and applies queued writes; at most `capacity`
+    /// writes wait for it. Needs a Tokio runtime.
     pub(super) fn start(connection: Connection, capacity: usize, budget: Duration) -> Self {
+        // The statements of `writes.rs` and `keys.rs`, each prepared once.
+        connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         let (queue, batches) = batch::queue(capacity);
         let (stop, stopped) = oneshot::channel();
         let (finish, finished) = oneshot::channel();
@@ -135,26 +137,6 @@ impl Writer {
             let _ = finished.await;
         }
     }
-}
-
-/// Opens the writer's connection, set as sqlx set the one it replaces: WAL,
-/// `synchronous=FULL` (C12), foreign keys enforced (sqlx's default), and
-/// `busy_timeout` the statement budget. Prepared statements are kept
-/// (`writes.rs`). `NO_MUTEX`: only the writer's thread uses it.
-pub(super) fn connect(path: &Path, busy_timeout: Duration) -> rusqlite::Result<Connection> {
-    let connection = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    connection.busy_timeout(busy_timeout)?;
-    // The mode SQLite answers is not needed: the file is WAL already
-    // (migrated through a WAL connection), as it was for sqlx.
-    connection
-        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))?;
-    connection.pragma_update(None, "foreign_keys", "ON")?;
-    connection.pragma_update(None, "synchronous", "FULL")?;
-    connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-    Ok(connection)
 }
 
 /// Runs on the writer's thread until the queue is closed and drained or
