@@ -48,10 +48,13 @@ mod backup;
 mod connections;
 mod items;
 mod keys;
+mod listing;
 mod messages;
 mod migrations;
 mod point_reads;
 mod products;
+mod readers;
+mod rows;
 mod transfer;
 mod users;
 mod writer;
@@ -63,10 +66,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use items_domain::{DependencyDown, Repositories, RepositoryError};
-use sqlx::ConnectOptions as _;
-use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions};
 
 use point_reads::PointReads;
+use readers::Readers;
 use writer::Writer;
 
 pub use backup::{BackupError, backup};
@@ -140,7 +142,7 @@ pub enum OpenError {
 /// repositories are made. Clones share them.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    readers: SqlitePool,
+    readers: Readers,
     point_reads: Arc<PointReads>,
     writer: Writer,
 }
@@ -155,42 +157,18 @@ impl SqliteStore {
     /// no SQLite database; [`OpenError::Migrate`] when its schema cannot be
     /// brought up to date.
     pub async fn open(path: impl AsRef<Path>, settings: SqliteSettings) -> Result<Self, OpenError> {
-        let path = path.as_ref();
-        let writing = {
-            let file = path.to_owned();
-            let busy_timeout = settings.busy_timeout;
-            // Migrating may take a while on a large file: off the async workers.
-            tokio::task::spawn_blocking(move || open_writing(&file, busy_timeout))
+        let path = path.as_ref().to_owned();
+        // Opening reads the file, and migrating may take a while on a large
+        // one: off the async workers.
+        let file = path.clone();
+        let opening = settings.clone();
+        let (writing, readers, point_reads) =
+            tokio::task::spawn_blocking(move || open_file(&file, &opening))
                 .await
                 .map_err(|stopped| OpenError::Open {
-                    path: path.to_owned(),
+                    path,
                     source: stopped.into(),
-                })??
-        };
-        let cannot_open = |source: sqlx::Error| OpenError::Open {
-            path: path.to_owned(),
-            source: source.into(),
-        };
-        let readers = SqlitePoolOptions::new()
-            .max_connections(settings.readers.max(1))
-            .acquire_timeout(settings.busy_timeout)
-            // A local connection does not go stale; checking costs a round
-            // trip to its thread on every read.
-            .test_before_acquire(false)
-            .connect_with(
-                SqliteConnectOptions::new()
-                    .filename(path)
-                    .busy_timeout(settings.busy_timeout)
-                    .disable_statement_logging()
-                    .read_only(true),
-            )
-            .await
-            .map_err(cannot_open)?;
-        let point_reads =
-            PointReads::open(path, settings.busy_timeout).map_err(|source| OpenError::Open {
-                path: path.to_owned(),
-                source: source.into(),
-            })?;
+                })??;
         Ok(Self {
             readers,
             point_reads: Arc::new(point_reads),
@@ -260,12 +238,33 @@ impl items_domain::HealthCheck for SqliteStore {
         if self.writer.is_stopped() {
             return Err(DependencyDown::new("the SQLite writer has stopped"));
         }
-        sqlx::query("select items from item_tally")
-            .fetch_one(&self.readers)
+        self.readers
+            .read_here(|connection| {
+                connection
+                    .prepare_cached("select items from item_tally")
+                    .and_then(|mut statement| statement.query_row([], |_| Ok(())))
+                    .map_err(RepositoryError::unavailable)
+            })
             .await
-            .map(drop)
             .map_err(DependencyDown::new)
     }
+}
+
+/// The writing connection to `path` (the file created when missing), its
+/// schema brought up to date, then the readers.
+fn open_file(
+    path: &Path,
+    settings: &SqliteSettings,
+) -> Result<(rusqlite::Connection, Readers, PointReads), OpenError> {
+    let cannot_open = |source: rusqlite::Error| OpenError::Open {
+        path: path.to_owned(),
+        source: source.into(),
+    };
+    let writing = open_writing(path, settings.busy_timeout)?;
+    let readers =
+        Readers::open(path, settings.readers, settings.busy_timeout).map_err(cannot_open)?;
+    let point_reads = PointReads::open(path, settings.busy_timeout).map_err(cannot_open)?;
+    Ok((writing, readers, point_reads))
 }
 
 /// The writing connection to `path` (the file created when missing), its
@@ -278,8 +277,4 @@ fn open_writing(path: &Path, busy_timeout: Duration) -> Result<rusqlite::Connect
         })?;
     migrations::run(&mut connection)?;
     Ok(connection)
-}
-
-fn unavailable(error: sqlx::Error) -> RepositoryError {
-    RepositoryError::unavailable(error)
 }

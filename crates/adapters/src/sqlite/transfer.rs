@@ -19,7 +19,7 @@ use items_domain::{Id, Item, Product, RepositoryError};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions as _, Executor as _, QueryBuilder, SqliteConnection};
 
-use super::{OpenError, open_writing, unavailable};
+use super::{OpenError, open_writing};
 use crate::sql::rows::{ItemRow, ProductRow, page_bounds, stored_items, stored_products};
 
 /// How long either end waits for a lock another process holds.
@@ -36,6 +36,10 @@ fn options(path: &Path) -> SqliteConnectOptions {
         .filename(path)
         .busy_timeout(BUSY_TIMEOUT)
         .disable_statement_logging()
+}
+
+fn unavailable(error: sqlx::Error) -> RepositoryError {
+    RepositoryError::unavailable(error)
 }
 
 /// The error for a failure to open or lock the file at `path`.
