@@ -1,6 +1,15 @@
-//! The statements of one batch transaction, on the writer's own rusqlite
-//! connection (`writer.rs`): every statement is prepared once and kept
-//! (`prepare_cached`), and runs on the writer's thread with no hand-off.
+//! The statements of one batch transaction, run by the writer thread on
+//! its own connection (`writer.rs`).
+//!
+//! Invariants: every statement is prepared once and kept (`prepare_cached`,
+//! [`STATEMENT_CACHE`] of them at most); writes run in the order they were
+//! queued, and the first failure stops the batch (the writer rolls it
+//! back); a run of item creates is one multi-row `insert … returning id`,
+//! and each caller gets the id its own name was stored under.
+//!
+//! Why one insert per run of creates: `POST /items` over SQLite 24.0k →
+//! 25.4k req/s, docs/performance.md "On a quiet machine, with creates
+//! batched into one insert".
 
 use std::sync::OnceLock;
 
