@@ -7,11 +7,11 @@
 #[path = "../support/scratch_store.rs"]
 mod scratch_store;
 
+use crate::scratch_store::ScratchStore;
 use items_adapters::memory::{
     InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
 };
 use items_testkit::Repositories;
-use crate::scratch_store::ScratchStore;
 
 mod key_purge;
 mod sqlite_backup;

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use crate::scratch_store::ScratchStore;
 use futures_util::TryStreamExt;
 use items_adapters::postgres::{PostgresSink, PostgresSnapshot};
 use items_adapters::sqlite::{SqliteSink, SqliteSnapshot};
@@ -15,7 +16,6 @@ use items_domain::transfer::{
 };
 use items_domain::{Item, Name, Price, Product, Repositories};
 use items_testkit::Fixture;
-use crate::scratch_store::ScratchStore;
 use sqlx::{Connection, Executor};
 
 use super::sqlite_file::SqliteFile;

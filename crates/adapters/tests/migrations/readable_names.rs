@@ -3,9 +3,9 @@
 //! `migrations/0003_readable_names.sql` show them as text to a person at
 //! psql (`docs/operations.md`, "Reading the data by hand").
 
+use crate::scratch_store::ScratchStore;
 use items_domain::{ItemRepository, Name, Price, ProductRepository};
 use items_testkit::Fixture;
-use crate::scratch_store::ScratchStore;
 use sqlx::Connection;
 
 #[tokio::test]

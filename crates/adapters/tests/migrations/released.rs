@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::scratch_store::ScratchStore;
 use items_adapters::postgres::{ConnectError, PostgresStore};
 use items_adapters::sqlite::{self, OpenError, SqliteSettings, SqliteStore};
 use items_testkit::Fixture;
-use crate::scratch_store::ScratchStore;
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::{Connection, Executor};
 

@@ -37,9 +37,7 @@ impl ScratchStore {
     ///
     /// # Panics
     /// As [`ScratchStore::create`].
-    pub async fn connect_with(
-        connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions,
-    ) -> Self {
+    pub async fn connect_with(connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions) -> Self {
         Self::connect_with_settings(connect, PostgresSettings::default()).await
     }
 

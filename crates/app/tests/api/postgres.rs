@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
+use crate::support::ScratchStore;
 use items_adapters::postgres::PostgresStore;
 use items_testkit::Fixture;
-use crate::support::ScratchStore;
 use items_testkit::postgres::test_server_address;
 use items_testkit::tcp_proxy::TcpProxy;
 use serde_json::{Value, json};

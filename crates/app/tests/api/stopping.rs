@@ -7,8 +7,8 @@
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use items_adapters::http::{HttpServer, HttpSettings};
 use crate::support::TestServices;
+use items_adapters::http::{HttpServer, HttpSettings};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 

@@ -7,10 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::support::ScratchStore;
+use crate::support::{TestApp, TestServices};
 use items_adapters::sqlite::{SqliteSettings, SqliteStore};
 use items_testkit::Fixture;
-use crate::support::{TestApp, TestServices};
-use crate::support::ScratchStore;
 use sqlx::Connection;
 use sqlx::Executor;
 use sqlx::postgres::PgConnection;

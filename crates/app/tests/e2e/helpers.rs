@@ -8,9 +8,9 @@ use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+pub use crate::support::Client;
 use clap::CommandFactory;
 use items_app::{Application, Config, Listening};
-pub use crate::support::Client;
 use tokio::sync::oneshot;
 
 /// The binary under test, built by cargo for this test run.
