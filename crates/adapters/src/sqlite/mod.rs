@@ -91,7 +91,9 @@ pub fn describe_metrics() {
 /// How the store is opened; [`SqliteSettings::default`] suits the service.
 #[derive(Debug, Clone)]
 pub struct SqliteSettings {
-    /// Read-only connections at most (at least one is used).
+    /// Connections of the reader pool at most (at least one is used):
+    /// every read but the one by id, which has connections of its own (one
+    /// per core).
     pub readers: u32,
     /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`):
     /// how long a connection waits for a lock another process holds before
