@@ -111,6 +111,8 @@ fn copy_into(source: &Path, partial: &Path, destination: &Path) -> Result<u64, B
     let target = partial.to_str().ok_or_else(|| BackupError::NotUtf8 {
         path: partial.to_owned(),
     })?;
+    // Read-only, but not `query_only` (`connections.rs`): that refuses
+    // `VACUUM INTO`.
     let connection = Connection::open_with_flags(
         source,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,

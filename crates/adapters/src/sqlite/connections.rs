@@ -1,12 +1,13 @@
 //! How the room opens the file: [`read_write`], the connection that writes
 //! (the writer's, which also migrates, and a copy's sink), and
 //! [`read_only`], the connections that only read (point reads, the reader
-//! pool, a copy's source, a backup).
+//! pool, a copy's source). A backup opens its own: `query_only` refuses
+//! `VACUUM INTO`.
 //!
 //! Invariants: every connection waits up to its busy timeout for a lock
 //! another process holds instead of failing at once with `SQLITE_BUSY`;
 //! the writing one keeps the file in WAL mode with `synchronous=FULL`
-//! (C12) and enforces foreign keys, as sqlx's connections did; a reading
+//! (C12) and enforces foreign keys; a reading
 //! one is opened read-only and `query_only`, so it can neither write nor
 //! create the file. Each is opened `NO_MUTEX`: one thread uses it at a
 //! time, and the module that holds it says which.

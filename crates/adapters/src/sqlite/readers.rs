@@ -52,6 +52,7 @@ struct Shared {
     budget: Duration,
     /// One permit per connection that may be in use; closed by `close`.
     permits: Arc<Semaphore>,
+    /// Connections at most: the permits there are.
     size: u32,
     /// Connections opened and not in use.
     idle: Mutex<Vec<Connection>>,
