@@ -1,7 +1,8 @@
 //! The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`, C1,
 //! C12), shared by the durable stores: its default, and the cause a request
-//! past it is answered 503 for. How each store keeps it: `postgres/budget.rs`
-//! and `sqlite/writer.rs`.
+//! past it is answered 503 for. How each store keeps it: `postgres/budget.rs`,
+//! and `sqlite/writer.rs` (writes) with `sqlite/readers.rs` (the wait for a
+//! reader).
 
 use std::time::Duration;
 

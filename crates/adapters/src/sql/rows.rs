@@ -58,12 +58,15 @@ pub(crate) fn stored_user((id, name): UserRow) -> User {
     }
 }
 
-/// Item rows as read, or the first that cannot be an item.
+/// Item rows as read, or the first that cannot be an item. (PostgreSQL
+/// fetches a page as tuples; SQLite makes each row an item as it steps.)
+#[cfg(feature = "postgres")]
 pub(crate) fn stored_items(rows: Vec<ItemRow>) -> Result<Vec<Item>, RepositoryError> {
     rows.into_iter().map(stored_item).collect()
 }
 
 /// Product rows as read, or the first that cannot be a product.
+#[cfg(feature = "postgres")]
 pub(crate) fn stored_products(rows: Vec<ProductRow>) -> Result<Vec<Product>, RepositoryError> {
     rows.into_iter().map(stored_product).collect()
 }

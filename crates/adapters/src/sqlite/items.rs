@@ -1,32 +1,38 @@
 //! Items in the `items` table: an item by id on the calling thread
-//! (`point_reads.rs`), listings on the reader pool, writes through the
-//! writer thread.
+//! (`point_reads.rs`), pages on the reader pool, the full listing streamed
+//! from it (`listing.rs`), writes through the writer thread.
+//!
+//! Invariants: a page and its total are read in one read transaction, so
+//! they agree (C10); every write is the writer's (`writer.rs`), answered
+//! once committed.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
 use items_domain::{
-    Id, IdempotencyKey, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed,
-    Name, Replaced, RepositoryError,
+    Id, IdempotencyKey, Item, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed, Name,
+    Replaced, RepositoryError,
 };
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use rusqlite::Connection;
 
+use super::listing;
+use super::messages::{Write, Written, mismatched};
 use super::point_reads::PointReads;
-use super::writer::{Write, Written};
-use super::{Writer, mismatched, unavailable};
-use crate::sql::rows::stored_name;
+use super::readers::{Readers, in_one_snapshot};
+use super::rows;
+use super::writer::Writer;
 
 /// Items in the `items` table of one SQLite file.
 #[derive(Debug, Clone)]
 pub struct SqliteItemRepository {
-    readers: SqlitePool,
+    readers: Readers,
     point_reads: Arc<PointReads>,
     writer: Writer,
 }
 
 impl SqliteItemRepository {
-    pub(super) fn new(readers: SqlitePool, point_reads: Arc<PointReads>, writer: Writer) -> Self {
+    pub(super) fn new(readers: Readers, point_reads: Arc<PointReads>, writer: Writer) -> Self {
         Self {
             readers,
             point_reads,
@@ -35,53 +41,54 @@ impl SqliteItemRepository {
     }
 }
 
-/// Rows a full listing reads per step (see [`Cursor`]).
-const BATCH: i64 = 1000;
+/// A page as read: its rows (one more than the limit, to tell whether
+/// more follow) and the total.
+type Page = (Vec<Item>, i64);
 
-/// Where a full listing stands: a reader in a read transaction, so every
-/// batch sees the snapshot the version and total were read in (WAL keeps it
-/// while the writer goes on), and the last id sent.
-struct Cursor {
-    transaction: Transaction<'static, Sqlite>,
-    after: i64,
-}
-
-impl Cursor {
-    /// The next batch, or the end.
-    async fn next_batch(mut self) -> Option<(ItemBatch, Option<Self>)> {
-        let rows = sqlx::query_as("select id, name from items where id > ?1 order by id limit ?2")
-            .bind(self.after)
-            .bind(BATCH)
-            .fetch_all(&mut *self.transaction)
-            .await
-            .map_err(unavailable);
-        let items = match rows.and_then(items) {
-            Ok(items) => items,
-            Err(error) => return Some((Err(error), None)),
-        };
-        if items.len() as i64 == BATCH {
-            self.after = items.last().map_or(self.after, |last| last.id.get());
-            return Some((Ok(items), Some(self)));
-        }
-        // Ends the read transaction; a failure here changes nothing for a
-        // listing read whole, and the pool rolls back a reader given back
-        // mid-transaction (as for a listing abandoned half-way).
-        let _ = self.transaction.commit().await;
-        (!items.is_empty()).then_some((Ok(items), None))
-    }
-}
-
-/// Rows as read, or the first that cannot be an item.
-fn items(rows: Vec<(i64, Vec<u8>)>) -> Result<Vec<Item>, RepositoryError> {
-    rows.into_iter().map(item).collect()
-}
-
-/// A row as read; see [`stored_name`] for why a bad name is not a panic.
-fn item((id, name): (i64, Vec<u8>)) -> Result<Item, RepositoryError> {
-    Ok(Item {
-        id: Id::new(id),
-        name: stored_name(id, &name)?,
+/// The items after `after`, at most `fetch` of them (negative: all), and
+/// the tally's total, in one snapshot.
+fn page(connection: &Connection, after: i64, fetch: i64) -> Result<Page, RepositoryError> {
+    in_one_snapshot(connection, || {
+        let mut items = prepare(
+            connection,
+            "select id, name from items where id > ?1 order by id limit ?2",
+        )?;
+        let items = rows::all(&mut items, (after, fetch), rows::item)?;
+        let total = prepare(connection, "select items from item_tally")?
+            .query_row([], |row| row.get(0))
+            .map_err(RepositoryError::unavailable)?;
+        Ok((items, total))
     })
+}
+
+/// [`page`] of the items named `name`, through the `(name, id)` index,
+/// with the count of every item so named.
+fn named_page(
+    connection: &Connection,
+    name: &[u8],
+    after: i64,
+    fetch: i64,
+) -> Result<Page, RepositoryError> {
+    in_one_snapshot(connection, || {
+        let mut items = prepare(
+            connection,
+            "select id, name from items where name = ?1 and id > ?2 order by id limit ?3",
+        )?;
+        let items = rows::all(&mut items, (name, after, fetch), rows::item)?;
+        let total = prepare(connection, "select count(*) from items where name = ?1")?
+            .query_row([name], |row| row.get(0))
+            .map_err(RepositoryError::unavailable)?;
+        Ok((items, total))
+    })
+}
+
+fn prepare<'c>(
+    connection: &'c Connection,
+    sql: &str,
+) -> Result<rusqlite::CachedStatement<'c>, RepositoryError> {
+    connection
+        .prepare_cached(sql)
+        .map_err(RepositoryError::unavailable)
 }
 
 #[async_trait]
@@ -95,43 +102,31 @@ impl ItemRepository for SqliteItemRepository {
         let after = query.after.map_or(i64::MIN, Id::get);
         // SQLite reads a negative limit as none.
         let fetch = query.limit.map_or(-1, |limit| limit.get() as i64 + 1);
-        let mut transaction = self.readers.begin().await.map_err(unavailable)?;
-        let (rows, total): (Vec<(i64, Vec<u8>)>, i64) = match &query.name {
+        let (mut items, total) = match &query.name {
+            // At most 1,001 rows by the primary key and the tally row: no
+            // longer than encoding the page takes, and cheaper than a hop to
+            // a blocking thread and back, so on the calling thread.
+            None if query.limit.is_some() => {
+                self.readers
+                    .read_here(|connection| page(connection, after, fetch))
+                    .await?
+            }
+            // No limit, or a count of every item so named: the cost grows
+            // with what is stored, so off the async workers.
             None => {
-                let rows =
-                    sqlx::query_as("select id, name from items where id > ?1 order by id limit ?2")
-                        .bind(after)
-                        .bind(fetch)
-                        .fetch_all(&mut *transaction)
-                        .await
-                        .map_err(unavailable)?;
-                let total = sqlx::query_scalar("select items from item_tally")
-                    .fetch_one(&mut *transaction)
-                    .await
-                    .map_err(unavailable)?;
-                (rows, total)
+                self.readers
+                    .read_blocking(move |connection| page(connection, after, fetch))
+                    .await?
             }
             Some(name) => {
-                let name = name.as_str().as_bytes();
-                let rows = sqlx::query_as(
-                    "select id, name from items where name = ?1 and id > ?2 order by id limit ?3",
-                )
-                .bind(name)
-                .bind(after)
-                .bind(fetch)
-                .fetch_all(&mut *transaction)
-                .await
-                .map_err(unavailable)?;
-                let total = sqlx::query_scalar("select count(*) from items where name = ?1")
-                    .bind(name)
-                    .fetch_one(&mut *transaction)
-                    .await
-                    .map_err(unavailable)?;
-                (rows, total)
+                let name = name.clone();
+                self.readers
+                    .read_blocking(move |connection| {
+                        named_page(connection, name.as_str().as_bytes(), after, fetch)
+                    })
+                    .await?
             }
         };
-        let _ = transaction.commit().await;
-        let mut items = items(rows)?;
         let has_more = query.limit.is_some_and(|limit| items.len() > limit.get());
         if let Some(limit) = query.limit {
             items.truncate(limit.get());
@@ -143,27 +138,10 @@ impl ItemRepository for SqliteItemRepository {
         })
     }
 
-    /// The version and total are the tally row's, read in the same read
-    /// transaction as every batch: equal versions mean equal rows.
+    /// Streamed from one read transaction (`listing.rs`): equal versions
+    /// mean equal rows.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
-        let mut transaction = self.readers.begin().await.map_err(unavailable)?;
-        // SQLite's snapshot starts at a transaction's first read: this one.
-        let (version, total): (i64, i64) = sqlx::query_as("select version, items from item_tally")
-            .fetch_one(&mut *transaction)
-            .await
-            .map_err(unavailable)?;
-        let cursor = Cursor {
-            transaction,
-            after: i64::MIN,
-        };
-        let batches = futures_util::stream::unfold(Some(cursor), |cursor| async move {
-            cursor?.next_batch().await
-        });
-        Ok(ItemListing {
-            version: u64::try_from(version).unwrap_or(0),
-            total: u64::try_from(total).unwrap_or(0),
-            batches: Box::pin(batches),
-        })
+        listing::open(&self.readers).await
     }
 
     /// One B-tree lookup, on the calling thread (`point_reads.rs`).

@@ -10,7 +10,7 @@ use items_domain::idempotency::{PURGE_BATCH, live_since, unix_millis};
 use items_domain::{Id, IdempotencyKey, Item, Keyed, Name, Price, Product, RepositoryError};
 use rusqlite::{Connection, OptionalExtension as _, params};
 
-use super::writes::Failure;
+use super::messages::Failure;
 use crate::sql::rows::{stored_item, stored_product};
 
 /// A stored row that does not decode (a name that is not UTF-8, written by

@@ -1,54 +1,48 @@
 //! SQLite repositories: the service's data in one local file, durable
-//! without a database server (C12).
+//! without a database server (C12), through one driver, `rusqlite`.
 //!
-//! # Durability
+//! Invariants:
+//! - durability: the file is in WAL mode with `synchronous=FULL`, so a
+//!   commit has synced the write-ahead log before it returns, and an
+//!   acknowledged write survives a killed process and a power loss alike
+//!   (`NORMAL` would survive a killed process only; a `kill -9` test
+//!   cannot tell the two apart, since the OS still writes its page cache);
+//! - one writer: every write goes to ONE connection, owned by one thread
+//!   (`writer.rs`), whose transactions begin `BEGIN IMMEDIATE`, so
+//!   connections never race for the file's write lock;
+//! - group commit: the writer applies every write queued while its
+//!   previous commit ran in one transaction and answers each caller only
+//!   after the commit returned; a lone write commits at once, no timer
+//!   delays it; a failed batch is rolled back whole and each of its callers
+//!   gets [`RepositoryError::Unavailable`] (503);
+//! - reads never wait for the writer: an item by id on the calling thread
+//!   (`point_reads.rs`), every other read through the reader pool
+//!   (`readers.rs`, the full listing in `listing.rs`);
+//! - ids come from `AUTOINCREMENT` counters, which never go back, also
+//!   across restarts (C2); totals and the listing's version from a tally
+//!   row the schema's triggers keep in the same transaction as each write
+//!   (C7, C10);
+//! - the schema is `crates/adapters/migrations_sqlite`, embedded and
+//!   applied at open, recorded as sqlx records it (`migrations`).
 //!
-//! The file is in WAL mode with `synchronous=FULL`: every commit syncs the
-//! write-ahead log to disk before it returns, so a write acknowledged to a
-//! client survives a killed process and a power loss alike. (`NORMAL` would
-//! survive a killed process only: the last commits before a power loss or
-//! an OS crash could be lost. A `kill -9` test cannot tell the two apart,
-//! since the OS still writes its page cache out.) WAL also lets readers go on
-//! while a write commits.
+//! [`backup()`] copies a store, consistent as of one moment, into a new file
+//! while writers go on (`backup.rs`); [`SqliteSnapshot`] and [`SqliteSink`]
+//! are the two ends of `items-service copy` (`transfer.rs`).
 //!
-//! # One writer, readers beside it
-//!
-//! SQLite lets one transaction write at a time. Rather than let connections
-//! race for the file's write lock (and fail with `SQLITE_BUSY` when a read
-//! turned into a write), every write goes to ONE writer connection, owned by
-//! one thread (`writer.rs`), whose transactions begin `BEGIN IMMEDIATE` (taking the lock
-//! first, waiting up to the busy timeout for another process holding it).
-//! Reads go to read-only connections and never wait for the writer: point
-//! reads by id on the calling thread (`point_reads.rs`), the others on a
-//! small sqlx pool.
-//!
-//! # Group commit
-//!
-//! The flush a durable commit costs is paid once per transaction, not per
-//! row: transactions of 32 rows commit about as many times a second as
-//! transactions of one (`bench/sqlite_commit.py`: about 5,500 commits/s
-//! and 150,000 rows/s on a quiet machine of this kind; on a busy shared
-//! disk 140–245 commits/s either way). So writes are queued ([`crate::batch`]),
-//! and the writer applies every write queued while its previous commit ran
-//! in one transaction, then answers each caller — only after the commit
-//! returned. A lone write is committed at once; no timer delays it. When a
-//! batch fails, all of it is rolled back and each of its callers gets
-//! [`RepositoryError::Unavailable`] (503): nothing of it is stored
-//! (`writer.rs`).
-//!
-//! Ids come from `AUTOINCREMENT` counters, which never go back, also across
-//! restarts (C2); totals and the listing's version come from a tally row
-//! the schema's triggers keep in the same transaction as each write (C7,
-//! C10). The schema is in `crates/adapters/migrations_sqlite`, embedded.
-//!
-//! [`backup`] copies a store, consistent as of one moment, into a new file
-//! while writers go on (`VACUUM INTO`, `backup.rs`).
+//! Why group commit: `POST /items` over SQLite is 6.0× a loop of one
+//! INSERT per transaction, docs/performance.md "SQLite".
 
 mod backup;
+mod connections;
 mod items;
 mod keys;
+mod listing;
+mod messages;
+mod migrations;
 mod point_reads;
 mod products;
+mod readers;
+mod rows;
 mod transfer;
 mod users;
 mod writer;
@@ -56,30 +50,21 @@ mod writes;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use items_domain::{DependencyDown, Repositories, RepositoryError};
-use parking_lot::Mutex;
-use sqlx::ConnectOptions as _;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
-use tokio::sync::oneshot;
 
-use crate::batch;
 use point_reads::PointReads;
-use writer::{Counters, Reply, Write, Written};
+use readers::Readers;
+use writer::Writer;
 
 pub use backup::{BackupError, backup};
 pub use items::SqliteItemRepository;
+pub use migrations::MigrateError;
 pub use products::SqliteProductRepository;
 pub use transfer::{SqliteSink, SqliteSnapshot};
 pub use users::SqliteUserRepository;
-
-/// The migrations in `crates/adapters/migrations_sqlite`, embedded in the binary.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations_sqlite");
 
 /// Writes waiting for the writer now (a gauge, set at scrape time).
 pub const WRITER_QUEUE_DEPTH: &str = "sqlite_writer_queue_depth";
@@ -106,7 +91,9 @@ pub fn describe_metrics() {
 /// How the store is opened; [`SqliteSettings::default`] suits the service.
 #[derive(Debug, Clone)]
 pub struct SqliteSettings {
-    /// Read-only connections at most (at least one is used).
+    /// Connections of the reader pool at most (at least one is used):
+    /// every read but the one by id, which has connections of its own (one
+    /// per core).
     pub readers: u32,
     /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`):
     /// how long a connection waits for a lock another process holds before
@@ -138,14 +125,14 @@ pub enum OpenError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("the SQLite database could not be migrated")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(#[from] MigrateError),
 }
 
 /// One SQLite file: the writer thread and the readers, from which the
 /// repositories are made. Clones share them.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    readers: SqlitePool,
+    readers: Readers,
     point_reads: Arc<PointReads>,
     writer: Writer,
 }
@@ -160,46 +147,22 @@ impl SqliteStore {
     /// no SQLite database; [`OpenError::Migrate`] when its schema cannot be
     /// brought up to date.
     pub async fn open(path: impl AsRef<Path>, settings: SqliteSettings) -> Result<Self, OpenError> {
-        let path = path.as_ref();
-        let cannot_open = |source: sqlx::Error| OpenError::Open {
-            path: path.to_owned(),
-            source: source.into(),
-        };
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .busy_timeout(settings.busy_timeout)
-            .synchronous(SqliteSynchronous::Full)
-            .disable_statement_logging();
-        let mut connection = options
-            .clone()
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .connect()
-            .await
-            .map_err(cannot_open)?;
-        MIGRATOR.run(&mut connection).await?;
-        let readers = SqlitePoolOptions::new()
-            .max_connections(settings.readers.max(1))
-            .acquire_timeout(settings.busy_timeout)
-            // A local connection does not go stale; checking costs a round
-            // trip to its thread on every read.
-            .test_before_acquire(false)
-            .connect_with(options.read_only(true))
-            .await
-            .map_err(cannot_open)?;
-        let cannot_open_here = |source: rusqlite::Error| OpenError::Open {
-            path: path.to_owned(),
-            source: source.into(),
-        };
-        let point_reads =
-            PointReads::open(path, settings.busy_timeout).map_err(cannot_open_here)?;
-        let writer = writer::connect(path, settings.busy_timeout).map_err(cannot_open_here)?;
-        // The writer has its own connection now; this one only migrated.
-        let _ = sqlx::Connection::close(connection).await;
+        let path = path.as_ref().to_owned();
+        // Opening reads the file, and migrating may take a while on a large
+        // one: off the async workers.
+        let file = path.clone();
+        let opening = settings.clone();
+        let (writing, readers, point_reads) =
+            tokio::task::spawn_blocking(move || open_file(&file, &opening))
+                .await
+                .map_err(|stopped| OpenError::Open {
+                    path,
+                    source: stopped.into(),
+                })??;
         Ok(Self {
             readers,
             point_reads: Arc::new(point_reads),
-            writer: Writer::start(writer, settings.queue, settings.busy_timeout),
+            writer: Writer::start(writing, settings.queue, settings.busy_timeout),
         })
     }
 
@@ -226,12 +189,12 @@ impl SqliteStore {
 
     /// Transactions the writer committed since the store was opened.
     pub fn commits(&self) -> u64 {
-        self.writer.shared.counters.commits.load(Ordering::Relaxed)
+        self.writer.commits()
     }
 
     /// Writes waiting for the writer now.
     pub fn queued_writes(&self) -> usize {
-        self.writer.queue.queued()
+        self.writer.queued()
     }
 
     /// Publishes the writer's queue depth to the metrics recorder (C11);
@@ -250,14 +213,7 @@ impl SqliteStore {
     pub async fn close(&self) {
         self.readers.close().await;
         self.point_reads.close();
-        if let Some(stop) = self.writer.shared.stop.lock().take() {
-            let _ = stop.send(());
-        }
-        let finished = self.writer.shared.finished.lock().take();
-        if let Some(finished) = finished {
-            // Sent, or dropped, once the thread closed the connection.
-            let _ = finished.await;
-        }
+        self.writer.stop().await;
     }
 }
 
@@ -269,85 +225,46 @@ impl items_domain::HealthCheck for SqliteStore {
     }
 
     async fn ping(&self) -> Result<(), DependencyDown> {
-        if self.writer.queue.is_stopped() {
+        if self.writer.is_stopped() {
             return Err(DependencyDown::new("the SQLite writer has stopped"));
         }
-        sqlx::query("select items from item_tally")
-            .fetch_one(&self.readers)
+        self.readers
+            .read_here(|connection| {
+                connection
+                    .prepare_cached("select items from item_tally")
+                    .and_then(|mut statement| statement.query_row([], |_| Ok(())))
+                    .map_err(RepositoryError::unavailable)
+            })
             .await
-            .map(drop)
             .map_err(DependencyDown::new)
     }
 }
 
-/// The repositories' way to the writer thread.
-#[derive(Debug, Clone)]
-struct Writer {
-    queue: batch::Queue<Write, Reply>,
-    /// How long a write may wait to be taken up (the store's budget).
-    budget: Duration,
-    shared: Arc<WriterShared>,
+/// The writing connection to `path` (the file created when missing), its
+/// schema brought up to date, then the readers.
+fn open_file(
+    path: &Path,
+    settings: &SqliteSettings,
+) -> Result<(rusqlite::Connection, Readers, PointReads), OpenError> {
+    let cannot_open = |source: rusqlite::Error| OpenError::Open {
+        path: path.to_owned(),
+        source: source.into(),
+    };
+    let writing = open_writing(path, settings.busy_timeout)?;
+    let readers =
+        Readers::open(path, settings.readers, settings.busy_timeout).map_err(cannot_open)?;
+    let point_reads = PointReads::open(path, settings.busy_timeout).map_err(cannot_open)?;
+    Ok((writing, readers, point_reads))
 }
 
-#[derive(Debug)]
-struct WriterShared {
-    counters: Arc<Counters>,
-    stop: Mutex<Option<oneshot::Sender<()>>>,
-    /// Fires when the writer's thread has closed its connection.
-    finished: Mutex<Option<oneshot::Receiver<()>>>,
-}
-
-impl Writer {
-    /// Starts the thread that owns `connection` and applies queued writes.
-    fn start(connection: rusqlite::Connection, capacity: usize, budget: Duration) -> Self {
-        let (queue, batches) = batch::queue(capacity);
-        let (stop, stopped) = oneshot::channel();
-        let (finish, finished) = oneshot::channel();
-        let counters = Arc::new(Counters::default());
-        let runtime = tokio::runtime::Handle::current();
-        let thread_counters = Arc::clone(&counters);
-        let spawned = std::thread::Builder::new()
-            .name("sqlite-writer".into())
-            .spawn(move || {
-                writer::run(connection, batches, stopped, thread_counters, runtime);
-                let _ = finish.send(());
-            });
-        if let Err(error) = spawned {
-            // The queue's receiving end went with the closure: every write
-            // is answered unavailable, and the health check says so.
-            tracing::error!(%error, "the SQLite writer thread could not start");
-        }
-        Self {
-            queue,
-            budget,
-            shared: Arc::new(WriterShared {
-                counters,
-                stop: Mutex::new(Some(stop)),
-                finished: Mutex::new(Some(finished)),
-            }),
-        }
-    }
-
-    /// Queues `write` and waits until it is committed (or its batch
-    /// failed); answered 503, the write left undone, when the writer has
-    /// not taken it up within the budget.
-    async fn write(&self, write: Write) -> Result<Written, RepositoryError> {
-        let deadline = tokio::time::Instant::now() + self.budget;
-        match self.queue.submit_by(write, deadline).await {
-            Ok(reply) => reply,
-            // The HTTP adapter logs the cause, naming the budget, with the 503.
-            Err(batch::Unanswered::Late) => Err(crate::sql::budget::over_budget(self.budget)),
-            Err(stopped @ batch::Unanswered::Stopped) => Err(RepositoryError::unavailable(stopped)),
-        }
-    }
-}
-
-fn unavailable(error: sqlx::Error) -> RepositoryError {
-    RepositoryError::unavailable(error)
-}
-
-/// The writer answered with another kind of result than the write asked
-/// for: a bug, reported as an unavailable store rather than a panic.
-fn mismatched(written: &Written) -> RepositoryError {
-    RepositoryError::unavailable(format!("the SQLite writer answered {written:?}"))
+/// The writing connection to `path` (the file created when missing), its
+/// schema brought up to date.
+fn open_writing(path: &Path, busy_timeout: Duration) -> Result<rusqlite::Connection, OpenError> {
+    let mut connection =
+        connections::read_write(path, busy_timeout).map_err(|source| OpenError::Open {
+            path: path.to_owned(),
+            source: source.into(),
+        })?;
+    migrations::run(&mut connection)?;
+    Ok(connection)
 }

@@ -1,35 +1,31 @@
-//! Point reads (one row by its id) on the calling thread, through a small set
-//! of read-only connections of our own.
+//! Point reads (one item by its id) on the calling thread, through a few
+//! read-only connections of their own: one per core, at least two.
 //!
-//! sqlx runs every SQLite connection on a worker thread of its own, so each
-//! read through its pool is a hop to that thread and a wake-up back — more
-//! than the read costs. A point read is one B-tree lookup of a few
-//! microseconds, so it runs inline on the caller's thread (an actix worker),
-//! much as the in-memory store holds its lock. Measured (`bash
-//! bench/sqlite.sh`, docs/performance.md "SQLite"): `GET /items/{id}` over
-//! SQLite took 19–23 CPU µs per request through sqlx and 11–12 µs this way,
-//! against 7–8 µs in memory; its rate went from 0.41× to 0.70× the
-//! in-memory store's on the same loaded machine.
+//! Invariants:
+//! - each connection has its own mutex (the connections are opened
+//!   `NO_MUTEX`); a read takes the first free one, and waits only when
+//!   every connection is busy;
+//! - each connection keeps its statement prepared (`prepare_cached`);
+//! - each read is its own implicit transaction, which in WAL mode sees
+//!   every transaction committed before it began, and the writer commits
+//!   before it answers: a read after an acknowledged write sees it;
+//! - a read waits up to the busy timeout only when another process holds
+//!   the file in a way readers must wait for (WAL recovery), blocking the
+//!   calling thread as any lock held that long would;
+//! - after [`PointReads::close`] every read is answered unavailable.
 //!
-//! Each connection has its own mutex (ours: the connections are opened with
-//! `SQLITE_OPEN_NO_MUTEX`); a read takes the first free one, so readers wait
-//! for each other only when every connection is busy. A connection keeps its
-//! statement prepared (`prepare_cached`). Connections are read-only and
-//! `query_only`; each read is its own implicit transaction, which in WAL mode
-//! sees every transaction committed before it began — and the writer commits
-//! before it answers, so a read after an acknowledged write sees it.
-//!
-//! A read waits up to the store's busy timeout only when another process
-//! holds the file in a way readers must wait for (WAL recovery); that rare
-//! wait blocks the calling thread, as any lock held that long would.
+//! Why on the calling thread: `GET /items/{id}` over SQLite 18–23 →
+//! 9–11.7 CPU µs per request, docs/performance.md "Reads by id on the
+//! calling thread".
 
 use std::path::Path;
 use std::time::Duration;
 
 use items_domain::{Id, Item, RepositoryError};
 use parking_lot::Mutex;
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension};
 
+use super::connections::read_only;
 use crate::sql::rows::stored_name;
 
 /// Read-only connections to one file; `None` once [`PointReads::close`]d.
@@ -43,7 +39,7 @@ impl PointReads {
     pub(super) fn open(path: &Path, busy_timeout: Duration) -> rusqlite::Result<Self> {
         let count = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
         let connections = (0..count)
-            .map(|_| connect(path, busy_timeout).map(|connection| Mutex::new(Some(connection))))
+            .map(|_| read_only(path, busy_timeout).map(|connection| Mutex::new(Some(connection))))
             .collect::<rusqlite::Result<_>>()?;
         Ok(Self { connections })
     }
@@ -94,14 +90,4 @@ fn busy_slot(count: usize) -> usize {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed) % count
-}
-
-fn connect(path: &Path, busy_timeout: Duration) -> rusqlite::Result<Connection> {
-    let connection = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    connection.busy_timeout(busy_timeout)?;
-    connection.pragma_update(None, "query_only", true)?;
-    Ok(connection)
 }

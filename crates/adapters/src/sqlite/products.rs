@@ -1,5 +1,6 @@
-//! Products in the `products` table: reads on the reader pool, creates
-//! through the writer thread.
+//! Products in the `products` table: the list read on the reader pool, on
+//! a blocking thread (it grows with the table), creates through the writer
+//! thread.
 
 use std::time::SystemTime;
 
@@ -7,21 +8,21 @@ use async_trait::async_trait;
 use items_domain::{
     IdempotencyKey, Keyed, Name, Price, Product, ProductRepository, RepositoryError,
 };
-use sqlx::SqlitePool;
 
-use super::writer::{Write, Written};
-use super::{Writer, mismatched, unavailable};
-use crate::sql::rows::{ProductRow, stored_products};
+use super::messages::{Write, Written, mismatched};
+use super::readers::Readers;
+use super::rows;
+use super::writer::Writer;
 
 /// Products in the `products` table of one SQLite file.
 #[derive(Debug, Clone)]
 pub struct SqliteProductRepository {
-    readers: SqlitePool,
+    readers: Readers,
     writer: Writer,
 }
 
 impl SqliteProductRepository {
-    pub(super) fn new(readers: SqlitePool, writer: Writer) -> Self {
+    pub(super) fn new(readers: Readers, writer: Writer) -> Self {
         Self { readers, writer }
     }
 }
@@ -29,12 +30,14 @@ impl SqliteProductRepository {
 #[async_trait]
 impl ProductRepository for SqliteProductRepository {
     async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
-        let rows: Vec<ProductRow> =
-            sqlx::query_as("select id, name, price from products order by id")
-                .fetch_all(&self.readers)
-                .await
-                .map_err(unavailable)?;
-        stored_products(rows)
+        self.readers
+            .read_blocking(|connection| {
+                let mut statement = connection
+                    .prepare_cached("select id, name, price from products order by id")
+                    .map_err(RepositoryError::unavailable)?;
+                rows::all(&mut statement, [], rows::product)
+            })
+            .await
     }
 
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {

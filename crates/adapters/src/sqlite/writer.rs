@@ -1,127 +1,154 @@
-//! The writer: the one connection that writes, on a thread of its own,
-//! applying the queued writes a batch per transaction (see
-//! [`crate::batch`]).
+//! The writer: the one connection that writes, owned by a thread of its
+//! own, applying the queued writes a batch per transaction
+//! ([`crate::batch`]); and [`Writer`], the repositories' way to it.
 //!
-//! The connection is rusqlite's, used on the writer's thread: the thread
-//! blocks for the next batch, runs its statements (`writes.rs`), commits and
-//! answers each caller. (Through sqlx, every statement and every returned
-//! row was a message to and from sqlx's own connection thread, on the core
-//! the HTTP worker shares: `POST /items` over SQLite rose from about 34,000
-//! to 44,000 req/s without it, docs/performance.md "SQLite".)
+//! Invariants:
+//! - every write to the file goes through this thread, which alone uses
+//!   its connection; the statements are `writes.rs`'s and `keys.rs`'s;
+//! - a batch runs between `BEGIN IMMEDIATE` and `COMMIT`: the file's write
+//!   lock is taken first (waiting up to the busy timeout for another
+//!   process holding it), never half-way with `SQLITE_BUSY_SNAPSHOT` as a
+//!   deferred transaction that reads before it writes can;
+//! - every caller is answered only after `COMMIT` returned, with
+//!   `synchronous=FULL` on disk by then (C12); when any statement or the
+//!   commit fails, the whole batch is rolled back and each of its writes
+//!   answered [`RepositoryError::Unavailable`]: none is stored (a failure
+//!   of the disk or the lock is no single request's, so telling a bad write
+//!   from its neighbours is not worth a second attempt);
+//! - a write has a deadline, its budget (`DATABASE_STATEMENT_TIMEOUT_MS`)
+//!   from when it was queued; one abandoned before the writer claimed it
+//!   (deadline passed, or caller gone) is never applied: the writer leaves
+//!   such writes out when it takes a batch and claims the rest only once
+//!   `BEGIN IMMEDIATE` holds the lock, so a write that waited past its
+//!   deadline for another process's lock is answered 503 and not committed
+//!   afterwards. Claimed writes wait for their batch, which decides for all
+//!   of them.
 //!
-//! Each batch runs between `BEGIN IMMEDIATE` and `COMMIT`. `IMMEDIATE` takes
-//! the file's write lock at the start, waiting up to the busy timeout for
-//! another process that holds it, instead of failing half-way with
-//! `SQLITE_BUSY_SNAPSHOT` as a deferred transaction that reads before it
-//! writes can. Every caller is answered only after `COMMIT` returned: with
-//! `synchronous=FULL` the batch is then on disk. When any statement or the
-//! commit fails, the batch is rolled back and every request in it is
-//! answered [`RepositoryError::Unavailable`]: none of them is stored, and
-//! telling a bad write from its innocent neighbours is not worth a second
-//! attempt for a failure that is the disk's or the lock's, not a request's.
-//!
-//! Each write has a deadline, its budget (`DATABASE_STATEMENT_TIMEOUT_MS`)
-//! from when it was queued. A write abandoned before the writer claimed it
-//! (its deadline passed, or its caller stopped waiting: a client gone) is
-//! never applied: the writer leaves such writes out when it takes a batch,
-//! and claims the rest only once
-//! `BEGIN IMMEDIATE` holds the lock, so a write that waited past its
-//! deadline for another process's lock is answered 503 and not committed
-//! afterwards. Claimed writes wait for their batch, which decides for all
-//! of them ([`crate::batch`]).
+//! Why a thread of its own on rusqlite: `POST /items` over SQLite 34k →
+//! 44k req/s, docs/performance.md "The writer on rusqlite, on a thread of its own".
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use items_domain::{
-    Id, IdempotencyKey, Item, Keyed, Name, Price, Product, Replaced, RepositoryError,
-};
-use rusqlite::{Connection, OpenFlags};
+use items_domain::RepositoryError;
+use parking_lot::Mutex;
+use rusqlite::Connection;
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
-use crate::batch::{Batch, Batches};
+use crate::batch::{self, Batch, Batches};
 
 use super::WRITES_PER_COMMIT;
-use super::writes::{Failure, transaction};
+use super::messages::{Failure, Reply, Write, Written};
+use super::writes::{STATEMENT_CACHE, transaction};
 
-/// One write a repository asks for.
-#[derive(Debug)]
-pub(super) enum Write {
-    CreateItem(Name),
-    ReplaceItem {
-        item: Item,
-        expected: Option<Name>,
-    },
-    DeleteItem(Id),
-    CreateProduct(Name, Price),
-    /// A create under an idempotency key (C7), applied alone (`keys.rs`).
-    CreateItemKeyed {
-        name: Name,
-        key: IdempotencyKey,
-        at: SystemTime,
-    },
-    CreateProductKeyed {
-        name: Name,
-        price: Price,
-        key: IdempotencyKey,
-        at: SystemTime,
-    },
+/// The repositories' way to the writer thread; clones share it.
+#[derive(Debug, Clone)]
+pub(super) struct Writer {
+    queue: batch::Queue<Write, Reply>,
+    /// How long a write may wait to be taken up (the store's budget).
+    budget: Duration,
+    shared: Arc<Shared>,
 }
 
-/// What a write did, once committed.
 #[derive(Debug)]
-pub(super) enum Written {
-    Item(Item),
-    Replaced(Replaced),
-    Deleted(bool),
-    Product(Product),
-    KeyedItem(Keyed<Item>),
-    KeyedProduct(Keyed<Product>),
-}
-
-/// The answer a caller gets.
-pub(super) type Reply = Result<Written, RepositoryError>;
-
-/// Counts the writer keeps, for tests and operators.
-#[derive(Debug, Default)]
-pub(super) struct Counters {
+struct Shared {
     /// Transactions committed.
-    pub(super) commits: AtomicU64,
+    commits: Arc<AtomicU64>,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    /// Fires when the writer's thread has closed its connection.
+    finished: Mutex<Option<oneshot::Receiver<()>>>,
 }
 
-/// Opens the writer's connection, set as sqlx set the one it replaces: WAL,
-/// `synchronous=FULL` (C12), foreign keys enforced (sqlx's default), and
-/// `busy_timeout` the statement budget. Prepared statements are kept
-/// (`writes.rs`). `NO_MUTEX`: only the writer's thread uses it.
-pub(super) fn connect(path: &Path, busy_timeout: Duration) -> rusqlite::Result<Connection> {
-    let connection = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    connection.busy_timeout(busy_timeout)?;
-    // The mode SQLite answers is not needed: the file is WAL already
-    // (migrated through a WAL connection), as it was for sqlx.
-    connection
-        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get::<_, String>(0))?;
-    connection.pragma_update(None, "foreign_keys", "ON")?;
-    connection.pragma_update(None, "synchronous", "FULL")?;
-    connection.set_prepared_statement_cache_capacity(super::writes::STATEMENT_CACHE);
-    Ok(connection)
+impl Writer {
+    /// Starts the thread that owns `connection` (a writing one,
+    /// `connections.rs`) and applies queued writes; at most `capacity`
+    /// writes wait for it. Needs a Tokio runtime.
+    pub(super) fn start(connection: Connection, capacity: usize, budget: Duration) -> Self {
+        // The statements of `writes.rs` and `keys.rs`, each prepared once.
+        connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        let (queue, batches) = batch::queue(capacity);
+        let (stop, stopped) = oneshot::channel();
+        let (finish, finished) = oneshot::channel();
+        let commits = Arc::new(AtomicU64::new(0));
+        let runtime = Handle::current();
+        let thread_commits = Arc::clone(&commits);
+        let spawned = std::thread::Builder::new()
+            .name("sqlite-writer".into())
+            .spawn(move || {
+                run(connection, batches, stopped, &thread_commits, &runtime);
+                let _ = finish.send(());
+            });
+        if let Err(error) = spawned {
+            // The queue's receiving end went with the closure: every write
+            // is answered unavailable, and the health check says so.
+            tracing::error!(%error, "the SQLite writer thread could not start");
+        }
+        Self {
+            queue,
+            budget,
+            shared: Arc::new(Shared {
+                commits,
+                stop: Mutex::new(Some(stop)),
+                finished: Mutex::new(Some(finished)),
+            }),
+        }
+    }
+
+    /// Queues `write` and waits until it is committed (or its batch
+    /// failed); answered 503, the write left undone, when the writer has
+    /// not taken it up within the budget.
+    pub(super) async fn write(&self, write: Write) -> Result<Written, RepositoryError> {
+        let deadline = tokio::time::Instant::now() + self.budget;
+        match self.queue.submit_by(write, deadline).await {
+            Ok(reply) => reply,
+            // The HTTP adapter logs the cause, naming the budget, with the 503.
+            Err(batch::Unanswered::Late) => Err(crate::sql::budget::over_budget(self.budget)),
+            Err(stopped @ batch::Unanswered::Stopped) => Err(RepositoryError::unavailable(stopped)),
+        }
+    }
+
+    /// Transactions committed since the writer started.
+    pub(super) fn commits(&self) -> u64 {
+        self.shared.commits.load(Ordering::Relaxed)
+    }
+
+    /// Writes waiting for the writer now.
+    pub(super) fn queued(&self) -> usize {
+        self.queue.queued()
+    }
+
+    /// Whether the writer stopped taking writes.
+    pub(super) fn is_stopped(&self) -> bool {
+        self.queue.is_stopped()
+    }
+
+    /// Stops the writer once the writes it accepted are committed (later
+    /// ones are answered unavailable) and waits until its thread closed the
+    /// connection.
+    pub(super) async fn stop(&self) {
+        if let Some(stop) = self.shared.stop.lock().take() {
+            let _ = stop.send(());
+        }
+        let finished = self.shared.finished.lock().take();
+        if let Some(finished) = finished {
+            // Sent, or dropped, once the thread closed the connection.
+            let _ = finished.await;
+        }
+    }
 }
 
 /// Runs on the writer's thread until the queue is closed and drained or
 /// `stop` fires; then closes the queue, answers what is still in it, and
 /// closes the connection. `runtime` only drives the wait for the next
 /// batch (queue and stop signal are Tokio channels; no timer is used).
-pub(super) fn run(
+fn run(
     connection: Connection,
     mut batches: Batches<Write, Reply>,
     mut stop: oneshot::Receiver<()>,
-    counters: Arc<Counters>,
-    runtime: Handle,
+    commits: &AtomicU64,
+    runtime: &Handle,
 ) {
     let mut stopping = false;
     loop {
@@ -137,7 +164,7 @@ pub(super) fn run(
             }
         });
         let Some(batch) = batch else { break };
-        apply(&connection, batch, &counters);
+        apply(&connection, batch, commits);
     }
     // Closing the last connection checkpoints the WAL into the file.
     let _ = connection.close();
@@ -145,7 +172,7 @@ pub(super) fn run(
 
 /// Applies one batch in one transaction and answers each of its requests;
 /// the writes abandoned before the lock was held are left out.
-fn apply(connection: &Connection, mut batch: Batch<Write, Reply>, counters: &Counters) {
+fn apply(connection: &Connection, mut batch: Batch<Write, Reply>, commits: &AtomicU64) {
     batch.prune();
     if batch.is_empty() {
         return;
@@ -164,7 +191,7 @@ fn apply(connection: &Connection, mut batch: Batch<Write, Reply>, counters: &Cou
     });
     match committed {
         Ok(written) => {
-            counters.commits.fetch_add(1, Ordering::Relaxed);
+            commits.fetch_add(1, Ordering::Relaxed);
             metrics::histogram!(WRITES_PER_COMMIT).record(batch.len() as f64);
             batch.answer(written.into_iter().map(Ok));
         }

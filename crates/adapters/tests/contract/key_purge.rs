@@ -9,7 +9,7 @@ use crate::scratch_store::ScratchStore;
 use items_domain::idempotency::PURGE_BATCH;
 use items_domain::{IdempotencyKey, ItemRepository, KEY_LIFETIME, Name};
 use items_testkit::Fixture;
-use sqlx::{Connection, PgConnection, SqliteConnection};
+use sqlx::{Connection, PgConnection};
 
 use super::sqlite_file::SqliteFile;
 
@@ -55,27 +55,31 @@ fn expected() -> Vec<i64> {
 #[tokio::test]
 async fn expired_keys_leave_a_batch_per_keyed_create_over_sqlite_c7() {
     let file = SqliteFile::create().await;
-    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(file.path());
-    let connection =
-        tokio::sync::Mutex::new(SqliteConnection::connect_with(&options).await.unwrap());
-    let counts = purge_steps(&file.store.items(), || async {
-        sqlx::query_scalar("select count(*) from item_keys")
-            .fetch_one(&mut *connection.lock().await)
-            .await
-            .unwrap()
+    let connection = rusqlite::Connection::open(file.path()).unwrap();
+    let counts = purge_steps(&file.store.items(), || {
+        std::future::ready(
+            connection
+                .query_row("select count(*) from item_keys", [], |row| row.get(0))
+                .unwrap(),
+        )
     })
     .await;
     assert_eq!(counts, expected());
 
     // The purge's oldest-first selection reads the index, not the table.
-    let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(
-        "explain query plan select key from item_keys where created_at < 1 \
-         order by created_at limit 16",
-    )
-    .fetch_all(&mut *connection.lock().await)
-    .await
-    .unwrap();
-    let plan: Vec<&str> = plan.iter().map(|row| row.3.as_str()).collect();
+    let mut explain = connection
+        .prepare(
+            "explain query plan select key from item_keys where created_at < 1 \
+             order by created_at limit 16",
+        )
+        .unwrap();
+    let plan: Vec<String> = explain
+        .query_map([], |row| row.get(3))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    drop(explain);
+    let plan: Vec<&str> = plan.iter().map(String::as_str).collect();
     assert!(
         plan.iter()
             .any(|step| step.contains("INDEX item_keys_created_at")),
@@ -85,7 +89,7 @@ async fn expired_keys_leave_a_batch_per_keyed_create_over_sqlite_c7() {
         !plan.iter().any(|step| step.contains("TEMP B-TREE")),
         "{plan:?}"
     );
-    connection.into_inner().close().await.ok();
+    drop(connection);
     file.teardown().await;
 }
 

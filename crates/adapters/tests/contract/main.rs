@@ -17,6 +17,7 @@ mod key_purge;
 mod sqlite_backup;
 mod sqlite_file;
 mod sqlite_point_reads;
+mod sqlite_readers;
 mod sqlite_store;
 mod transfer;
 mod upload_directory;

@@ -1,7 +1,7 @@
 //! The SQLite store's reads by id (`ItemRepository::get`), which run on the
-//! calling thread outside sqlx's pool: each sees every write acknowledged
-//! before it, also while other writes commit (C12), and none is answered
-//! after the store is closed.
+//! calling thread on connections of their own, outside the reader pool:
+//! each sees every write acknowledged before it, also while other writes
+//! commit (C12), and none is answered after the store is closed.
 
 use items_domain::{Item, ItemRepository, Name, RepositoryError};
 use items_testkit::Fixture;

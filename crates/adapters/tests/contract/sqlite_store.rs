@@ -22,8 +22,7 @@ use items_domain::{
     HealthCheck, Id, Item, ItemRepository, Name, Price, ProductRepository, RepositoryError,
 };
 use items_testkit::Fixture;
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{ConnectOptions, Connection, Executor, SqliteConnection};
+use rusqlite::Connection;
 
 use super::sqlite_file::SqliteFile;
 
@@ -32,20 +31,15 @@ fn name(raw: &str) -> Name {
 }
 
 /// A connection of the test's own to the store's file.
-async fn connect(path: &Path) -> SqliteConnection {
-    SqliteConnectOptions::new()
-        .filename(path)
-        .connect()
-        .await
-        .expect("the test's own connection opens")
+fn connect(path: &Path) -> Connection {
+    Connection::open(path).expect("the test's own connection opens")
 }
 
 /// A connection holding the file's write lock until it commits.
-async fn hold_write_lock(path: &Path) -> SqliteConnection {
-    let mut connection = connect(path).await;
+fn hold_write_lock(path: &Path) -> Connection {
+    let connection = connect(path);
     connection
-        .execute("BEGIN IMMEDIATE")
-        .await
+        .execute_batch("BEGIN IMMEDIATE")
         .expect("the write lock is free");
     connection
 }
@@ -55,13 +49,13 @@ const BUDGET: Duration = Duration::from_secs(1);
 
 /// A store that waits at most [`BUDGET`] for the file's write lock, and a
 /// connection holding that lock.
-async fn budgeted_file_behind_a_lock() -> (SqliteFile, SqliteConnection) {
+async fn budgeted_file_behind_a_lock() -> (SqliteFile, Connection) {
     let file = SqliteFile::create_with(SqliteSettings {
         busy_timeout: BUDGET,
         ..SqliteSettings::default()
     })
     .await;
-    let lock = hold_write_lock(&file.path()).await;
+    let lock = hold_write_lock(&file.path());
     (file, lock)
 }
 
@@ -71,7 +65,7 @@ async fn budgeted_file_behind_a_lock() -> (SqliteFile, SqliteConnection) {
 /// deadline, and checks both were refused, `late` for its budget (C12).
 /// Then gives whatever the writer still held time to commit.
 async fn assert_first_and_late_refused<A, B>(
-    mut lock: SqliteConnection,
+    lock: Connection,
     first: impl Future<Output = Result<A, RepositoryError>> + Send + 'static,
     late: impl Future<Output = Result<B, RepositoryError>> + Send + 'static,
 ) where
@@ -82,7 +76,7 @@ async fn assert_first_and_late_refused<A, B>(
     tokio::time::sleep(BUDGET / 2).await;
     let late = tokio::spawn(late);
     tokio::time::sleep(BUDGET * 5 / 4).await;
-    lock.execute("COMMIT").await.expect("the lock is let go");
+    lock.execute_batch("COMMIT").expect("the lock is let go");
 
     let first = first.await.expect("the first write's task ends");
     assert!(
@@ -178,12 +172,12 @@ async fn ids_are_never_reused_across_a_reopen_and_the_version_is_kept_c2_c7_c12(
 async fn concurrent_creates_share_commits_and_each_gets_its_own_id_c2_c12() {
     const CREATES: usize = 50;
     let file = SqliteFile::create().await;
-    let mut lock = hold_write_lock(&file.path()).await;
+    let lock = hold_write_lock(&file.path());
     let before = file.store.commits();
 
     let creates = creates_behind_the_lock(&file.store, CREATES).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    lock.execute("COMMIT").await.unwrap();
+    lock.execute_batch("COMMIT").unwrap();
     let mut ids = std::collections::BTreeSet::new();
     let mut answered = Vec::new();
     for create in creates {
@@ -219,16 +213,14 @@ async fn a_batch_of_creates_after_a_foreign_high_id_gets_the_ids_its_names_are_s
     const CREATES: usize = 20;
     let file = SqliteFile::create().await;
     file.store.items().create(name("own")).await.unwrap();
-    let mut lock = hold_write_lock(&file.path()).await;
-    lock.execute("insert into items (id, name) values (1000, x'666f726569676e')")
-        .await
+    let lock = hold_write_lock(&file.path());
+    lock.execute_batch("insert into items (id, name) values (1000, x'666f726569676e')")
         .unwrap();
-    lock.execute("delete from items where id = 1000")
-        .await
+    lock.execute_batch("delete from items where id = 1000")
         .unwrap();
 
     let creates = creates_behind_the_lock(&file.store, CREATES).await;
-    lock.execute("COMMIT").await.unwrap();
+    lock.execute_batch("COMMIT").unwrap();
     let mut ids = std::collections::BTreeSet::new();
     for create in creates {
         let item = create.await.unwrap().unwrap();
@@ -257,16 +249,15 @@ async fn a_batch_with_a_failing_write_stores_none_of_it_and_answers_each_unavail
     let file = SqliteFile::create().await;
     // A failure the store cannot foresee: a statement of the batch is
     // refused by the file itself (as a full disk or a broken page would).
-    let mut admin = connect(&file.path()).await;
+    let admin = connect(&file.path());
     admin
-        .execute(
+        .execute_batch(
             "create trigger refuse_poison before insert on items \
              when new.name = cast('poison' as blob) \
              begin select raise(abort, 'injected failure'); end",
         )
-        .await
         .unwrap();
-    let mut lock = hold_write_lock(&file.path()).await;
+    let lock = hold_write_lock(&file.path());
     let first = spawn_create(&file.store, "first");
     // The writer takes `first` alone and waits for the lock with it.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -277,7 +268,7 @@ async fn a_batch_with_a_failing_write_stores_none_of_it_and_answers_each_unavail
         .map(|raw| spawn_create(&file.store, raw))
         .collect();
     until_queued(&file.store, 3).await;
-    lock.execute("COMMIT").await.unwrap();
+    lock.execute_batch("COMMIT").unwrap();
 
     assert_eq!(first.await.unwrap().unwrap().id, Id::new(1));
     for create in batch {
@@ -306,10 +297,10 @@ async fn a_lock_held_elsewhere_past_the_busy_timeout_gives_unavailable_and_store
         ..SqliteSettings::default()
     })
     .await;
-    let mut lock = hold_write_lock(&file.path()).await;
+    let lock = hold_write_lock(&file.path());
 
     let refused = file.store.items().create(name("blocked")).await;
-    lock.execute("COMMIT").await.unwrap();
+    lock.execute_batch("COMMIT").unwrap();
 
     assert!(matches!(refused, Err(RepositoryError::Unavailable(_))));
     let items = file.store.items();
@@ -478,15 +469,14 @@ async fn a_file_that_is_no_database_is_refused() {
 #[tokio::test]
 async fn the_file_is_in_wal_mode_c12() {
     let file = SqliteFile::create().await;
-    let mut connection = connect(&file.path()).await;
+    let connection = connect(&file.path());
 
-    let mode: String = sqlx::query_scalar("pragma journal_mode")
-        .fetch_one(&mut connection)
-        .await
+    let mode: String = connection
+        .query_row("pragma journal_mode", [], |row| row.get(0))
         .unwrap();
 
     assert_eq!(mode, "wal");
-    connection.close().await.unwrap();
+    connection.close().map_err(|(_, error)| error).unwrap();
     file.teardown().await;
 }
 
@@ -497,7 +487,7 @@ async fn the_file_is_in_wal_mode_c12() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creates_under_one_key_in_one_batch_make_one_item_c7() {
     let file = SqliteFile::create().await;
-    let mut lock = hold_write_lock(&file.path()).await;
+    let lock = hold_write_lock(&file.path());
     let first = spawn_create(&file.store, "first");
     // The writer takes `first` alone and waits for the lock with it.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -514,7 +504,7 @@ async fn creates_under_one_key_in_one_batch_make_one_item_c7() {
         }));
         until_queued(&file.store, n + 1).await;
     }
-    lock.execute("COMMIT").await.unwrap();
+    lock.execute_batch("COMMIT").unwrap();
     first.await.unwrap().unwrap();
     let mut answers = Vec::new();
     for answer in keyed {

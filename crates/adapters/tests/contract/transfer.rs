@@ -16,8 +16,7 @@ use items_domain::transfer::{
 };
 use items_domain::{Item, Name, Price, Product, Repositories};
 use items_testkit::Fixture;
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{ConnectOptions, Connection, Executor};
+use sqlx::{Connection, Executor};
 
 use super::sqlite_file::SqliteFile;
 
@@ -379,17 +378,12 @@ async fn a_sqlite_destination_refusing_a_row_mid_copy_is_left_empty_with_its_cou
     let path = sqlite_path(directory.path());
     let store = open_sqlite(&path).await;
     store.close().await;
-    let mut admin = SqliteConnectOptions::new()
-        .filename(&path)
-        .connect()
-        .await
-        .unwrap();
+    let admin = rusqlite::Connection::open(&path).unwrap();
     admin
-        .execute(
+        .execute_batch(
             "create trigger refuse_item_20 before insert on items when new.id = 20 \
              begin select raise(abort, 'item 20 refused'); end;",
         )
-        .await
         .unwrap();
 
     let error = copy(
@@ -402,8 +396,8 @@ async fn a_sqlite_destination_refusing_a_row_mid_copy_is_left_empty_with_its_cou
     .unwrap_err();
 
     assert!(matches!(error, CopyError::Destination(_)), "{error:?}");
-    admin.execute("drop trigger refuse_item_20").await.unwrap();
-    admin.close().await.unwrap();
+    admin.execute_batch("drop trigger refuse_item_20").unwrap();
+    admin.close().map_err(|(_, error)| error).unwrap();
     let destination = open_sqlite(&path).await;
     let repositories = destination.repositories();
     assert_eq!(contents(&repositories).await, (vec![], vec![]));

@@ -2,15 +2,18 @@
 //! migration's SHA-384 in `_sqlx_migrations` and refuses to start on a
 //! database whose applied migration no longer matches its file — in
 //! production, after the deploy. `CHECKSUMS` beside the migrations (the
-//! output of `sha384sum 0*.sql`) catches the edit here instead. Also here:
-//! the previous release starts on a schema a newer release has migrated.
+//! output of `sha384sum 0*.sql`) catches the edit here instead. The SQLite
+//! store keeps sqlx's records and refuses alike. Also here: the previous
+//! release starts on a schema a newer release has migrated, on either
+//! store (C12).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::scratch_store::ScratchStore;
 use items_adapters::postgres::{ConnectError, PostgresStore};
+use items_adapters::sqlite::{self, OpenError, SqliteSettings, SqliteStore};
 use items_testkit::Fixture;
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::{Connection, Executor};
@@ -129,4 +132,57 @@ async fn the_previous_release_starts_on_a_schema_a_newer_release_migrated() {
     assert!(started.is_ok(), "{:?}", started.err());
     started.unwrap().close().await;
     scratch.teardown().await;
+}
+
+/// A SQLite file with a store's schema, closed, and a connection to it.
+async fn migrated_sqlite_file() -> (tempfile::TempDir, PathBuf, rusqlite::Connection) {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("items.db");
+    SqliteStore::open(&path, SqliteSettings::default())
+        .await
+        .unwrap()
+        .close()
+        .await;
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    (directory, path, connection)
+}
+
+#[tokio::test]
+async fn the_sqlite_store_refuses_a_file_where_an_edited_migration_was_applied() {
+    let (_directory, path, connection) = migrated_sqlite_file().await;
+    connection
+        .execute_batch("update _sqlx_migrations set checksum = x'00' where version = 1")
+        .unwrap();
+    drop(connection);
+
+    let refused = SqliteStore::open(&path, SqliteSettings::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            OpenError::Migrate(sqlite::MigrateError::VersionMismatch(1))
+        ),
+        "{refused:?}"
+    );
+}
+
+/// C12: an applied migration unknown to the binary is tolerated alike on
+/// every store.
+#[tokio::test]
+async fn the_previous_release_starts_on_a_sqlite_file_a_newer_release_migrated_c12() {
+    let (_directory, path, connection) = migrated_sqlite_file().await;
+    // What a newer release leaves behind: one more applied migration.
+    connection
+        .execute_batch(
+            "insert into _sqlx_migrations \
+                 (version, description, success, checksum, execution_time) \
+             values (9999, 'from a newer release', true, x'00', 0)",
+        )
+        .unwrap();
+    drop(connection);
+
+    let started = SqliteStore::open(&path, SqliteSettings::default()).await;
+    assert!(started.is_ok(), "{:?}", started.err());
+    started.unwrap().close().await;
 }

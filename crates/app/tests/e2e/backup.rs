@@ -10,8 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{ConnectOptions, Connection};
 
 use crate::support::header;
 
@@ -66,17 +64,13 @@ async fn writer(client: Client, writer: usize, stop: Arc<AtomicBool>) -> HashMap
 }
 
 async fn integrity_check(file: &Path) -> String {
-    let mut connection = SqliteConnectOptions::new()
-        .filename(file)
-        .read_only(true)
-        .connect()
-        .await
+    let connection =
+        rusqlite::Connection::open_with_flags(file, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let verdict: String = connection
+        .query_row("pragma integrity_check", [], |row| row.get(0))
         .unwrap();
-    let (verdict,): (String,) = sqlx::query_as("pragma integrity_check")
-        .fetch_one(&mut connection)
-        .await
-        .unwrap();
-    connection.close().await.unwrap();
+    connection.close().map_err(|(_, error)| error).unwrap();
     verdict
 }
 

@@ -138,15 +138,17 @@ async fn migrate_creates_and_migrates_a_sqlite_file_c1_c12() {
             file.display()
         )
     );
-    let mut connection = sqlx::SqliteConnection::connect(&format!("{url}?mode=ro"))
-        .await
-        .unwrap();
-    let tables: Vec<String> =
-        sqlx::query_scalar("select name from sqlite_master where type = 'table' order by 1")
-            .fetch_all(&mut connection)
-            .await
+    let connection =
+        rusqlite::Connection::open_with_flags(&file, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .unwrap();
-    connection.close().await.unwrap();
+    let tables: Vec<String> = connection
+        .prepare("select name from sqlite_master where type = 'table' order by 1")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    connection.close().map_err(|(_, error)| error).unwrap();
     for table in ["items", "products", "users"] {
         assert!(
             tables.iter().any(|name| name == table),

@@ -17,7 +17,7 @@ use items_testkit::postgres::{ScratchDatabase, test_database_url, test_server_ad
 use items_testkit::tcp_proxy::{TcpProxy, Trap};
 use reqwest::Response;
 use serde_json::{Value, json};
-use sqlx::{Connection as _, Executor as _, PgConnection, SqliteConnection};
+use sqlx::{Connection as _, Executor as _, PgConnection};
 
 use crate::support::{Client, assert_problem, header};
 
@@ -153,11 +153,12 @@ async fn start_with_kept_item(url: &str, more: &[(&str, &str)]) -> Service {
 /// The service on a fresh SQLite file in `directory`, [`start_with_kept_item`],
 /// and another process's connection holding the file's write lock until it
 /// runs `ROLLBACK`.
-async fn sqlite_behind_a_lock(directory: &tempfile::TempDir) -> (Service, SqliteConnection) {
-    let url = format!("sqlite://{}", directory.path().join("items.db").display());
+async fn sqlite_behind_a_lock(directory: &tempfile::TempDir) -> (Service, rusqlite::Connection) {
+    let file = directory.path().join("items.db");
+    let url = format!("sqlite://{}", file.display());
     let service = start_with_kept_item(&url, &[]).await;
-    let mut holder = SqliteConnection::connect(&url).await.unwrap();
-    holder.execute("BEGIN IMMEDIATE").await.unwrap();
+    let holder = rusqlite::Connection::open(&file).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
     (service, holder)
 }
 
@@ -306,7 +307,7 @@ async fn a_lock_held_elsewhere_on_postgres_gets_503_within_the_budget_and_writes
 async fn another_process_holding_the_sqlite_write_lock_gets_503_within_the_budget_and_nothing_stored_c12()
  {
     let directory = tempfile::tempdir().unwrap();
-    let (service, mut holder) = sqlite_behind_a_lock(&directory).await;
+    let (service, holder) = sqlite_behind_a_lock(&directory).await;
     let client = &service.client;
     let behind_the_lock = json!({"name": "behind the lock"});
     let queued_body = json!({"name": "queued"});
@@ -322,8 +323,8 @@ async fn another_process_holding_the_sqlite_write_lock_gets_503_within_the_budge
     // Readers do not wait for the write lock (WAL).
     assert_eq!(recovered(&service).await, json!({"id": 1, "name": "kept"}));
 
-    holder.execute("ROLLBACK").await.unwrap();
-    holder.close().await.unwrap();
+    holder.execute_batch("ROLLBACK").unwrap();
+    holder.close().map_err(|(_, error)| error).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let listed = service.client.list("/items").await;
     assert_eq!(listed, [json!({"id": 1, "name": "kept"})]);

@@ -4,9 +4,6 @@
 
 use std::path::PathBuf;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
-use sqlx::{ConnectOptions, Connection};
-
 use super::ROUNDS;
 use super::rounds::{Store, kill_rounds};
 
@@ -34,18 +31,20 @@ impl Store for Sqlite {
     /// step with its table. Opened read-only, so the check changes nothing
     /// the restart will find.
     async fn after_kill(&self) {
-        let options = SqliteConnectOptions::new()
-            .filename(self.path())
-            .read_only(true)
-            .disable_statement_logging();
-        let mut connection = SqliteConnection::connect_with(&options)
-            .await
-            .expect("the store file opens after a kill");
-        let report: Vec<String> = sqlx::query_scalar("pragma integrity_check")
-            .fetch_all(&mut connection)
-            .await
+        let connection = rusqlite::Connection::open_with_flags(
+            self.path(),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .expect("the store file opens after a kill");
+        let report: Vec<String> = connection
+            .prepare("pragma integrity_check")
+            .and_then(|mut statement| {
+                statement
+                    .query_map([], |row| row.get(0))?
+                    .collect::<rusqlite::Result<_>>()
+            })
             .expect("integrity_check runs");
-        connection.close().await.ok();
+        drop(connection);
         assert_eq!(
             report,
             ["ok"],

@@ -134,7 +134,7 @@ async fn a_keyed_create_cut_by_a_frozen_postgres_is_never_committed_and_its_retr
 #[tokio::test]
 async fn a_keyed_create_past_its_budget_behind_the_sqlite_write_lock_is_never_applied_c7_c12() {
     let directory = tempfile::tempdir().unwrap();
-    let (service, mut holder) = sqlite_behind_a_lock(&directory).await;
+    let (service, holder) = sqlite_behind_a_lock(&directory).await;
     let client = &service.client;
     let item = json!({"name": "keyed behind the lock"});
     let product = json!({"name": "keyed product behind the lock", "price": 3});
@@ -155,7 +155,7 @@ async fn a_keyed_create_past_its_budget_behind_the_sqlite_write_lock_is_never_ap
     )
     .await;
 
-    holder.execute("ROLLBACK").await.unwrap();
+    holder.execute_batch("ROLLBACK").unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let items = client.list("/items").await;
     assert_eq!(items, [json!({"id": 1, "name": "kept"})]);
@@ -176,5 +176,5 @@ async fn a_keyed_create_past_its_budget_behind_the_sqlite_write_lock_is_never_ap
         .post_keyed("/products", "product-behind-the-lock", &product)
         .await;
     assert_eq!(header(&replayed, "idempotent-replayed"), "true");
-    holder.close().await.unwrap();
+    holder.close().map_err(|(_, error)| error).unwrap();
 }
