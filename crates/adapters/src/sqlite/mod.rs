@@ -34,6 +34,7 @@
 
 mod backup;
 mod connections;
+mod file;
 mod items;
 mod keys;
 mod listing;
@@ -55,11 +56,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use items_domain::{DependencyDown, Repositories, RepositoryError};
 
+use file::StoreFile;
 use point_reads::PointReads;
 use readers::Readers;
 use writer::Writer;
 
 pub use backup::{BackupError, backup};
+pub use file::{DEFAULT_WAL_LIMIT, WAL_BYTES};
 pub use items::SqliteItemRepository;
 pub use migrations::MigrateError;
 pub use products::SqliteProductRepository;
@@ -86,6 +89,11 @@ pub fn describe_metrics() {
         WRITES_PER_COMMIT,
         "Writes the SQLite writer committed in one transaction (group commit)."
     );
+    metrics::describe_gauge!(
+        WAL_BYTES,
+        metrics::Unit::Bytes,
+        "Size of the SQLite write-ahead log (-wal file)."
+    );
 }
 
 /// How the store is opened; [`SqliteSettings::default`] suits the service.
@@ -103,6 +111,9 @@ pub struct SqliteSettings {
     pub busy_timeout: Duration,
     /// Writes that may wait for the writer; more wait for room.
     pub queue: usize,
+    /// The bytes past which the writer truncates the `-wal` file as soon
+    /// as no reader pins it (`file.rs`).
+    pub wal_limit: u64,
 }
 
 impl Default for SqliteSettings {
@@ -111,6 +122,7 @@ impl Default for SqliteSettings {
             readers: 4,
             busy_timeout: crate::sql::budget::DEFAULT_STATEMENT_TIMEOUT,
             queue: 1024,
+            wal_limit: DEFAULT_WAL_LIMIT,
         }
     }
 }
@@ -135,6 +147,7 @@ pub struct SqliteStore {
     readers: Readers,
     point_reads: Arc<PointReads>,
     writer: Writer,
+    file: Arc<StoreFile>,
 }
 
 impl SqliteStore {
@@ -152,17 +165,19 @@ impl SqliteStore {
         // one: off the async workers.
         let file = path.clone();
         let opening = settings.clone();
-        let (writing, readers, point_reads) =
+        let (writing, readers, point_reads, file) =
             tokio::task::spawn_blocking(move || open_file(&file, &opening))
                 .await
                 .map_err(|stopped| OpenError::Open {
                     path,
                     source: stopped.into(),
                 })??;
+        let file = Arc::new(file);
         Ok(Self {
             readers,
             point_reads: Arc::new(point_reads),
-            writer: Writer::start(writing, settings.queue, settings.busy_timeout),
+            writer: Writer::start(writing, Arc::clone(&file), &settings),
+            file,
         })
     }
 
@@ -197,10 +212,17 @@ impl SqliteStore {
         self.writer.queued()
     }
 
-    /// Publishes the writer's queue depth to the metrics recorder (C11);
-    /// called at scrape time. Writes per commit are recorded by the writer.
+    /// Publishes the writer's queue depth and the write-ahead log's size to
+    /// the metrics recorder (C11); called at scrape time. Writes per commit
+    /// are recorded by the writer.
     pub fn record_writer_metrics(&self) {
         metrics::gauge!(WRITER_QUEUE_DEPTH).set(self.queued_writes() as f64);
+        metrics::gauge!(WAL_BYTES).set(self.wal_bytes() as f64);
+    }
+
+    /// The size of the `-wal` file now.
+    pub fn wal_bytes(&self) -> u64 {
+        self.file.wal_bytes()
     }
 
     /// Closes the readers (waiting for reads in progress), then stops the
@@ -217,7 +239,8 @@ impl SqliteStore {
     }
 }
 
-/// The store answers when a reader reads the tally and the writer runs.
+/// The store answers when its path still names the file it has open, the
+/// writer runs and a reader reads the tally.
 #[async_trait]
 impl items_domain::HealthCheck for SqliteStore {
     fn name(&self) -> &'static str {
@@ -225,6 +248,7 @@ impl items_domain::HealthCheck for SqliteStore {
     }
 
     async fn ping(&self) -> Result<(), DependencyDown> {
+        self.file.check().map_err(DependencyDown::new)?;
         if self.writer.is_stopped() {
             return Err(DependencyDown::new("the SQLite writer has stopped"));
         }
@@ -241,30 +265,43 @@ impl items_domain::HealthCheck for SqliteStore {
 }
 
 /// The writing connection to `path` (the file created when missing), its
-/// schema brought up to date, then the readers.
+/// schema brought up to date, then the readers; and the file as opened.
 fn open_file(
     path: &Path,
     settings: &SqliteSettings,
-) -> Result<(rusqlite::Connection, Readers, PointReads), OpenError> {
+) -> Result<(rusqlite::Connection, Readers, PointReads, StoreFile), OpenError> {
     let cannot_open = |source: rusqlite::Error| OpenError::Open {
         path: path.to_owned(),
         source: source.into(),
     };
     let writing = open_writing(path, settings.busy_timeout)?;
+    let file = StoreFile::opened(path).map_err(|source| OpenError::Open {
+        path: path.to_owned(),
+        source: source.into(),
+    })?;
     let readers =
         Readers::open(path, settings.readers, settings.busy_timeout).map_err(cannot_open)?;
     let point_reads = PointReads::open(path, settings.busy_timeout).map_err(cannot_open)?;
-    Ok((writing, readers, point_reads))
+    Ok((writing, readers, point_reads, file))
 }
 
 /// The writing connection to `path` (the file created when missing), its
 /// schema brought up to date.
 fn open_writing(path: &Path, busy_timeout: Duration) -> Result<rusqlite::Connection, OpenError> {
+    let cannot_open = |source: Box<dyn std::error::Error + Send + Sync>| OpenError::Open {
+        path: path.to_owned(),
+        source,
+    };
     let mut connection =
-        connections::read_write(path, busy_timeout).map_err(|source| OpenError::Open {
-            path: path.to_owned(),
-            source: source.into(),
-        })?;
+        connections::read_write(path, busy_timeout).map_err(|source| cannot_open(source.into()))?;
+    // SQLite opens a file it may not write read-only, without a word: every
+    // write would then fail for ever (C12: exit 1 at start instead).
+    if connection
+        .is_readonly(rusqlite::DatabaseName::Main)
+        .map_err(|source| cannot_open(source.into()))?
+    {
+        return Err(cannot_open("the file cannot be written (read-only)".into()));
+    }
     migrations::run(&mut connection)?;
     Ok(connection)
 }

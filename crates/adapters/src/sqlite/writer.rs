@@ -15,6 +15,11 @@
 //!   answered [`RepositoryError::Unavailable`]: none is stored (a failure
 //!   of the disk or the lock is no single request's, so telling a bad write
 //!   from its neighbours is not worth a second attempt);
+//! - before each batch the writer checks that the path still names the
+//!   file it has open (`file.rs`): a file deleted or replaced under the
+//!   service fails every batch (503), never acknowledges a write into a
+//!   file nobody will open again (C12); after each commit it keeps the
+//!   `-wal` file within its bound;
 //! - a write has a deadline, its budget (`DATABASE_STATEMENT_TIMEOUT_MS`)
 //!   from when it was queued; one abandoned before the writer claimed it
 //!   (deadline passed, or caller gone) is never applied: the writer leaves
@@ -39,9 +44,10 @@ use tokio::sync::oneshot;
 
 use crate::batch::{self, Batch, Batches};
 
-use super::WRITES_PER_COMMIT;
+use super::file::{StoreFile, WalLimit};
 use super::messages::{Failure, Reply, Write, Written};
 use super::writes::{STATEMENT_CACHE, transaction};
+use super::{SqliteSettings, WRITES_PER_COMMIT};
 
 /// The repositories' way to the writer thread; clones share it.
 #[derive(Debug, Clone)]
@@ -63,12 +69,22 @@ struct Shared {
 
 impl Writer {
     /// Starts the thread that owns `connection` (a writing one,
-    /// `connections.rs`) and applies queued writes; at most `capacity`
-    /// writes wait for it. Needs a Tokio runtime.
-    pub(super) fn start(connection: Connection, capacity: usize, budget: Duration) -> Self {
+    /// `connections.rs`, to `file`) and applies queued writes; at most
+    /// `settings.queue` writes wait for it. Needs a Tokio runtime.
+    pub(super) fn start(
+        connection: Connection,
+        file: Arc<StoreFile>,
+        settings: &SqliteSettings,
+    ) -> Self {
+        let budget = settings.busy_timeout;
         // The statements of `writes.rs` and `keys.rs`, each prepared once.
         connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
-        let (queue, batches) = batch::queue(capacity);
+        let wal = WalLimit::set(&connection, settings.wal_limit)
+            .inspect_err(|error| {
+                tracing::warn!(%error, "journal_size_limit could not be set; the SQLite write-ahead log is not bounded");
+            })
+            .ok();
+        let (queue, batches) = batch::queue(settings.queue);
         let (stop, stopped) = oneshot::channel();
         let (finish, finished) = oneshot::channel();
         let commits = Arc::new(AtomicU64::new(0));
@@ -77,7 +93,19 @@ impl Writer {
         let spawned = std::thread::Builder::new()
             .name("sqlite-writer".into())
             .spawn(move || {
-                run(connection, batches, stopped, &thread_commits, &runtime);
+                let disk = Disk {
+                    file,
+                    wal,
+                    busy: budget,
+                };
+                run(
+                    connection,
+                    disk,
+                    batches,
+                    stopped,
+                    &thread_commits,
+                    &runtime,
+                );
                 let _ = finish.send(());
             });
         if let Err(error) = spawned {
@@ -139,12 +167,23 @@ impl Writer {
     }
 }
 
+/// What the writer keeps of the file on disk: that the path still names it,
+/// and its write-ahead log bounded (`None` when `journal_size_limit` could
+/// not be set: then the log is left as SQLite keeps it).
+struct Disk {
+    file: Arc<StoreFile>,
+    wal: Option<WalLimit>,
+    /// The connection's busy timeout, put back after a truncation's try.
+    busy: Duration,
+}
+
 /// Runs on the writer's thread until the queue is closed and drained or
 /// `stop` fires; then closes the queue, answers what is still in it, and
 /// closes the connection. `runtime` only drives the wait for the next
 /// batch (queue and stop signal are Tokio channels; no timer is used).
 fn run(
     connection: Connection,
+    mut disk: Disk,
     mut batches: Batches<Write, Reply>,
     mut stop: oneshot::Receiver<()>,
     commits: &AtomicU64,
@@ -164,7 +203,7 @@ fn run(
             }
         });
         let Some(batch) = batch else { break };
-        apply(&connection, batch, commits);
+        apply(&connection, &mut disk, batch, commits);
     }
     // Closing the last connection checkpoints the WAL into the file.
     let _ = connection.close();
@@ -172,10 +211,18 @@ fn run(
 
 /// Applies one batch in one transaction and answers each of its requests;
 /// the writes abandoned before the lock was held are left out.
-fn apply(connection: &Connection, mut batch: Batch<Write, Reply>, commits: &AtomicU64) {
+fn apply(
+    connection: &Connection,
+    disk: &mut Disk,
+    mut batch: Batch<Write, Reply>,
+    commits: &AtomicU64,
+) {
     batch.prune();
     if batch.is_empty() {
         return;
+    }
+    if let Err(gone) = disk.file.check() {
+        return fail(connection, batch, gone.into());
     }
     if let Err(error) = connection.execute_batch("BEGIN IMMEDIATE") {
         return fail(connection, batch, error.into());
@@ -194,6 +241,9 @@ fn apply(connection: &Connection, mut batch: Batch<Write, Reply>, commits: &Atom
             commits.fetch_add(1, Ordering::Relaxed);
             metrics::histogram!(WRITES_PER_COMMIT).record(batch.len() as f64);
             batch.answer(written.into_iter().map(Ok));
+            if let Some(wal) = &mut disk.wal {
+                wal.upkeep(connection, &disk.file, disk.busy);
+            }
         }
         Err(error) => fail(connection, batch, error),
     }

@@ -19,6 +19,7 @@ mod sqlite_file;
 mod sqlite_point_reads;
 mod sqlite_readers;
 mod sqlite_store;
+mod sqlite_wal;
 mod transfer;
 mod upload_directory;
 

@@ -237,7 +237,16 @@ impl Service {
 
 /// Runs the binary to completion with these settings; returns its status and stderr.
 pub fn run_to_exit(settings: &[(&str, &str)], args: &[&str]) -> (ExitStatus, String, String) {
-    let output = binary()
+    run_command_to_exit(binary(), settings, args)
+}
+
+/// [`run_to_exit`] with `command` as the process to run.
+pub fn run_command_to_exit(
+    mut command: Command,
+    settings: &[(&str, &str)],
+    args: &[&str],
+) -> (ExitStatus, String, String) {
+    let output = command
         .envs(settings.iter().copied())
         .args(args)
         .output()
