@@ -162,6 +162,9 @@ mod tests {
         let path = directory.path().join("items.db");
         std::fs::write(&path, b"one").unwrap();
         let file = StoreFile::opened(&path).unwrap();
+        // Held open, as the store's connections hold it: its inode cannot
+        // be handed to a new file while it lives.
+        let _open = std::fs::File::open(&path).unwrap();
         assert!(file.check().is_ok());
 
         std::fs::remove_file(&path).unwrap();
