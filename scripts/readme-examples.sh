@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's examples, run exactly as written (issues 14 and 22), so they
-# cannot drift from the service:
+# The README's examples, run exactly as written, so they cannot drift from
+# the service:
 #
 # - the `sh` block under "Install it": each command ends in a comment
 #   `# exit N` and `quoted` pieces; it must exit N and print (on stdout or

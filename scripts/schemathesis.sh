@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Property-based checks of the live binary against its own OpenAPI document
-# (issue 5): schemathesis generates valid and invalid requests for every
+# Property-based checks of the live binary against its own OpenAPI document:
+# schemathesis generates valid and invalid requests for every
 # operation and runs every check on every response (server errors, status
 # codes, content types, response schemas and headers, and the negative-data
 # and stateful checks). Any failure fails this script.

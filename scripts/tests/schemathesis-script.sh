@@ -3,7 +3,7 @@
 # stand-in `cargo` on PATH names a stand-in service outside `target/`, as
 # cargo does when CARGO_TARGET_DIR points elsewhere. The script must start the
 # executable cargo names, and stop at once, with the service's log shown and
-# kept, when that service exits or never names its port (issue 14).
+# kept, when that service exits or never names its port.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

@@ -1,5 +1,5 @@
 //! The real HTTP adapter over an in-memory store already holding N items,
-//! for the scale benchmark (issue 12, `bench/scale.py`): the items go in
+//! for the scale benchmark (`python3 bench/run.py scale`): the items go in
 //! through the `ItemRepository` port, not over HTTP, so ten million of them
 //! take seconds instead of minutes.
 //!

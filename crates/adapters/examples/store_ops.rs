@@ -1,7 +1,7 @@
 //! One in-memory repository operation repeated K times over a store of N
-//! items, for `bench/store_ops.sh`, which counts its instructions and cache
-//! misses under callgrind: deterministic figures where criterion's times
-//! move with whatever else the shared machine runs.
+//! items, for `python3 bench/run.py store_ops`, which counts its
+//! instructions and cache misses under callgrind: deterministic figures
+//! where criterion's times move with whatever else the shared machine runs.
 //!
 //! `store_ops OP N K`, OP one of `get`, `create`, `replace`,
 //! `replace_during_listing`, `delete`, `list_all`, `snapshot`, `page`. Only

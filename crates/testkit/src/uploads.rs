@@ -78,8 +78,8 @@ pub async fn a_dropped_upload_leaves_nothing_behind_c5(fixture: &impl UploadStor
 /// C5: a request whose client vanishes has its future dropped at any
 /// `await`: an upload abandoned while `begin` or `write` is still running
 /// leaves nothing once the store's work has settled (a disk store that
-/// created its file on a thread after the caller left used to leave an
-/// empty temporary file per reset, issue 20).
+/// creates its file on a thread after the caller left can leave an empty
+/// temporary file per reset).
 pub async fn an_upload_abandoned_mid_begin_or_mid_write_leaves_nothing_c5(
     fixture: &impl UploadStoreFixture,
 ) {

@@ -1,15 +1,6 @@
 //! The one middleware of the public server: everything that happens to
-//! every request around the routes, in one layer.
-//!
-//! Each actix-web middleware layer costs a boxed future and a dynamic call
-//! per request. The edge's concerns were seven layers (connection fate,
-//! metrics, log line, preflight status, actix-cors, ETags, the rate
-//! limiter), and their plumbing was a large part of what the service spent
-//! above a bare handler (callgrind, `GET /`, limiter off: four of them into
-//! one saved ~2,000 instructions per request; the other three into it, with
-//! CORS done by hand, a cheaper metrics key and log writer, took the
-//! request from 26.2k to 22.9k, against 17.0k for a bare handler). So the
-//! other modules hold the work and this one the order, per request:
+//! every request around the routes, in one layer. The other modules hold
+//! the work and this one the order, per request:
 //! 1. the request body is watched, so an unread one closes the connection
 //!    (C5), and so does a stop in progress (C1) — [`connection`];
 //! 2. the request is counted in flight and its duration recorded by route
@@ -26,10 +17,15 @@
 //! 7. every response is marked `nosniff` (C4) and logged in one line, also
 //!    a request whose client went away before it was answered.
 //!
-//! When a client resets its connection mid-request, actix drops the
-//! request's future: no response, so without the [`RequestLine`] guard no
-//! line either, and an upload cut that way left no trace in the log (issue
-//! 20). The line of such a request says status [`CLIENT_CLOSED`].
+//! Invariant: a request whose client reset the connection mid-request is
+//! logged too: actix then drops the request's future, with no response, and
+//! the [`RequestLine`] guard writes the line with status [`CLIENT_CLOSED`]
+//! (without it an upload cut that way would leave no trace in the log).
+//!
+//! Why one layer: each actix-web layer costs a boxed future and a dynamic
+//! call per request; four into one saved ~2,000 instructions a `GET /`, and
+//! with CORS by hand, the limiter and `ETag`s folded in, 26,204 → 22,359
+//! (docs/performance.md "The HTTP edge and the request log, measured").
 //!
 //! [`connection`]: super::connection
 //! [`metrics`]: super::metrics

@@ -3,9 +3,17 @@
 //! C10) for one reference count per [`CHUNK`] items, while a write copies at
 //! most one chunk and a listing reads plain slices.
 //!
-//! The design leans on ids only growing (C2): every create appends to the
-//! last chunk, so chunks fill completely and nothing is ever inserted in the
-//! middle.
+//! Invariants:
+//! - ids only grow (C2): every create appends to the last chunk, so chunks
+//!   fill completely and nothing is ever inserted in the middle;
+//! - every chunk is non-empty and in id order, and two neighbouring chunks
+//!   hold more than [`CHUNK`] items together (deletes merge them);
+//! - copies never see each other's writes: a write copies the one chunk it
+//!   changes, only if a copy still holds it.
+//!
+//! Why not a `BTreeMap`: RSS at 1M items 98.2 → 73.2 MiB, a get 1,519 →
+//! 1,314 instructions, for a delete 1,768 → 5,261, docs/performance.md "The
+//! in-memory store, measured".
 
 use std::sync::Arc;
 

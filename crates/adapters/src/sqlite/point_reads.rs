@@ -15,8 +15,8 @@
 //! - after [`PointReads::close`] every read is answered unavailable.
 //!
 //! Why on the calling thread: `GET /items/{id}` over SQLite 18–23 →
-//! 9–11.7 CPU µs per request, docs/performance.md "Reads by id on the
-//! calling thread".
+//! 9–11.7 CPU µs per request, docs/performance.md "The SQLite store,
+//! measured".
 
 use std::path::Path;
 use std::time::Duration;

@@ -21,8 +21,8 @@
 //!
 //! Why not sqlx's pool: each of its reads was a hand-off to the
 //! connection's own thread and back; off it, `GET /items/{id}` went from
-//! 18–23 to 9–11.7 CPU µs per request, docs/performance.md "Reads by id on
-//! the calling thread".
+//! 18–23 to 9–11.7 CPU µs per request, docs/performance.md "The SQLite
+//! store, measured".
 //!
 //! [`SqliteSettings::readers`]: super::SqliteSettings::readers
 

@@ -18,7 +18,7 @@
 //!   which closes it (ending any transaction), and later calls fail.
 //!
 //! Why a statement per 1,000 rows: PostgreSQL → SQLite, 1,000,001 items in
-//! 3.1 s at 12.5 MiB, docs/performance.md "Moving data: copy".
+//! 3.1–4.1 s at 12–13 MiB, docs/performance.md "SQLite".
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -8,8 +8,7 @@
 //! and each caller gets the id its own name was stored under.
 //!
 //! Why one insert per run of creates: `POST /items` over SQLite 24.0k →
-//! 25.4k req/s, docs/performance.md "On a quiet machine, with creates
-//! batched into one insert".
+//! 25.4k req/s, docs/performance.md "The SQLite store, measured".
 
 use std::sync::OnceLock;
 

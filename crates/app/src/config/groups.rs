@@ -261,7 +261,7 @@ fn parse_trust_proxy(raw: &str) -> Result<u32, String> {
 /// `REDIS_URL`: a `redis://` URL naming a server, or a `redis+unix://` (or
 /// `unix://`) URL naming the socket of a Redis on this host, which spends
 /// less CPU per call over its socket than over loopback TCP (a third less
-/// for a small command, `docs/performance.md`).
+/// for a small command, docs/performance.md "The Redis budget").
 /// `rediss://` (TLS) is refused here, in one line, rather than at the first
 /// connection: the Redis client is built without TLS support.
 fn parse_redis_url(raw: &str) -> Result<String, String> {

@@ -1,24 +1,27 @@
 //! The text log's request lines, written straight into the log's buffers.
 //!
 //! The HTTP adapter hands every request to a [`RequestLog`]; by default it
-//! becomes a `tracing` event, which tracing-subscriber's text format writes
-//! through `core::fmt`: the dispatch through every layer, the fields visited
-//! one by one, the timestamp field by field, the level and target through
-//! `nu_ansi_term` styles even with colours off. For the line the service
-//! writes most, [`TextRequestLog`] writes the same bytes itself, with string
-//! copies: the date and time up to the second formatted once per second and
-//! thread, integers with `itoa`. Profiled (`callgrind`, `GET /`), the event
-//! cost about 8,000 instructions per request with the default format, 1,900
-//! with a fast formatter behind the event, and the direct line ~500
-//! (`docs/performance.md`). A unit test holds the direct line to the default
-//! format byte for byte.
+//! becomes a `tracing` event, written by tracing-subscriber's text format.
+//! For the line the service writes most, [`TextRequestLog`] writes the same
+//! bytes itself, with string copies: the date and time up to the second
+//! formatted once per second and thread, integers with `itoa`.
 //!
-//! `RUST_LOG` still decides: [`text_request_log`] asks `tracing`, once the
-//! subscriber is installed, whether it lets request lines through (its
-//! filter is fixed from then on), and writes them directly only then. A
-//! line the plain copy cannot write as the default format would (a path that
-//! needs escaping, a client that went away, which carries a message) is
-//! handed to the event as before.
+//! Invariants:
+//! - the direct line is byte for byte the default format's (a unit test
+//!   holds it);
+//! - `RUST_LOG` still decides: [`text_request_log`] asks `tracing`, once
+//!   the subscriber is installed, whether it lets request lines through
+//!   (its filter is fixed from then on), and writes them directly only
+//!   then;
+//! - a line the plain copy cannot write as the default format would (a
+//!   path that needs escaping, a client that went away, which carries a
+//!   message) is handed to the event.
+//!
+//! Why (the event goes through `core::fmt`: every layer's dispatch, each
+//! field visited, the timestamp field by field, `nu_ansi_term` styles even
+//! with colours off): a `GET /`'s line ~8,100 instructions through the
+//! event, ~1,900 behind a fast formatter, 630 direct (callgrind),
+//! docs/performance.md "The HTTP edge and the request log, measured".
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -101,9 +104,9 @@ thread_local! {
 /// The wall-clock time of `at`, since the Unix epoch: this thread's anchor
 /// plus the monotonic time since; `None` when the wall clock reads before
 /// 1970. The edge read the monotonic clock when the response was ready;
-/// reading the wall clock again for every line costs ~25 ns more (the
-/// project's machines, `docs/performance.md`), so a thread reads it once a
-/// second.
+/// reading the wall clock again for every line costs ~25–30 ns more
+/// (docs/performance.md "The HTTP edge and the request log, measured"), so
+/// a thread reads it once a second.
 fn since_epoch(at: Instant) -> Option<Duration> {
     ANCHOR
         .try_with(|anchor| {

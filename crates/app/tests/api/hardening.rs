@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 
 use crate::support::*;
 
-/// Slow connections opened at once by the slowloris tests (issue 10).
+/// Slow connections opened at once by the slowloris tests.
 const SLOW_CLIENTS: usize = 500;
 
 /// What came back on one raw connection.

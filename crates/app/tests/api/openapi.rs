@@ -1,4 +1,4 @@
-//! The OpenAPI document (issue 5): it matches the committed
+//! The OpenAPI document: it matches the committed
 //! `docs/openapi.json`, describes every route the router serves, and renders
 //! `docs/api.md`, so neither file can go stale.
 

@@ -187,7 +187,7 @@ async fn with_trust_proxy_each_forwarded_client_has_its_own_budget_c9() {
     assert_eq!(status("x-forwarded-for", "not an address").await, 429);
 }
 
-/// Issue 10's attack: behind one proxy that appends the real address, a
+/// Forged addresses (C9): behind one proxy that appends the real address, a
 /// client that writes its own entries to the left cannot choose its key.
 #[tokio::test]
 async fn forged_forwarded_entries_to_the_left_do_not_change_the_budget_c1_c9() {

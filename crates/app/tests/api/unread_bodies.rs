@@ -1,9 +1,9 @@
-//! No connection outlives its deadlines (C5, amended; issue 20): a request
+//! No connection outlives its deadlines (C5): a request
 //! whose body was not read to its end — a chunked body that never ends, a
 //! body the route never reads, a body cut at the body timeout — has its
 //! connection closed by the server after the response, whatever the status
-//! (200, 4xx, 429). Before the fix actix-http kept "draining" such a chunked
-//! body for ever: one connection was still open 230 s after its 408.
+//! (200, 4xx, 429). Left to itself, actix-http keeps "draining" such a
+//! chunked body for ever: one connection was still open 230 s after its 408.
 //! `docs/security.md` records the measured flood.
 
 use std::net::TcpListener;

@@ -144,7 +144,7 @@ async fn every_read_and_create_over_postgres_is_counted_once_in_requests_per_sta
     ])
     .await;
 
-    // Concurrent, so some may share a statement (issue 21); each is
+    // Concurrent, so some may share a coalesced statement; each is
     // counted once either way.
     let creates: Vec<_> = (0..40)
         .map(|n| {

@@ -1,4 +1,4 @@
-//! Logs an operator can trust (issue 20): what a client does wrong — here
+//! Logs an operator can trust: what a client does wrong — here
 //! 100 malformed requests — writes no `ERROR` line, only rate-limited
 //! warnings that count what they left out. Before, each malformed request
 //! wrote one `ERROR` from actix-http, so any client could flood the log and

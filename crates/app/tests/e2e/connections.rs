@@ -1,4 +1,4 @@
-//! The binary at its file-descriptor limit (issue 10): a flood of idle
+//! The binary at its file-descriptor limit: a flood of idle
 //! keep-alive connections may keep new clients waiting while it lasts, but
 //! the process survives it and serves new clients as soon as it stops.
 //! `docs/security.md` records what was seen.

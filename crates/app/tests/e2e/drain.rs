@@ -1,5 +1,5 @@
-//! The drain says goodbye (C1, amended; issue 20): once SIGTERM arrived,
-//! every response carries `Connection: close`, so a keep-alive client
+//! The drain says goodbye (C1): once SIGTERM arrived, every response
+//! carries `Connection: close`, so a keep-alive client
 //! reconnects instead of sending its next request on a connection the
 //! server is about to close. Before, responses during the drain kept their
 //! connections, and keep-alive clients lost 3–7 requests when the listener

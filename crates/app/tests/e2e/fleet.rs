@@ -1,4 +1,4 @@
-//! The fleet (issue 11, C1, C11): three instances of the binary on one
+//! The fleet (C1, C11): three instances of the binary on one
 //! PostgreSQL database, behind haproxy from Debian's packages (round robin,
 //! `option httpchk GET /readyz` on each admin port, `option forwardfor`),
 //! the instances with `TRUST_PROXY=1`, all on loopback and all started and

@@ -1,6 +1,6 @@
 //! No connection outlives its deadlines, measured at the descriptor limit
-//! (C5, amended; issue 20): 300 connections that announce a chunked body
-//! and never send it, against a process allowed 256 descriptors. Before,
+//! (C5): 300 connections that announce a chunked body and never send it,
+//! against a process allowed 256 descriptors. Before,
 //! each kept its connection after its response, the process ran out of
 //! descriptors and a normal client timed out 6 times out of 6 over 30 s.
 //! Now each is closed after its response: a normal client is served within

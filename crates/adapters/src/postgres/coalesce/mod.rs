@@ -1,67 +1,57 @@
 //! Coalescing: while every pooled connection is busy, requests of one kind
 //! queue, and the next connection to come free runs all of them as one
-//! statement (issue 21).
+//! statement.
 //!
-//! Over PostgreSQL each statement costs a round trip, a parse-free but not
-//! free execution, and (for writes) a commit; a point read or a create on
-//! its own is almost nothing but those fixed costs. So a request that finds
-//! a connection free goes at once, alone, with its own statement: no timer,
-//! no added wait, and one-connection latency stays that of a single
-//! statement. Only when the pool is exhausted does a request queue (the
-//! neutral group-commit queue of [`crate::batch`]); the first to queue
-//! spawns a *drainer*, a task that waits for a connection in the pool's own
-//! queue and, once it has one, takes every request queued by then and runs
-//! them as one statement ([`Operation::many`]), answering each caller its
-//! own result. While a drainer waits, later requests join the queue it will
-//! take; once it holds a connection, the next request to queue spawns the
-//! next drainer. So at most one drainer per kind waits for a connection, a
-//! batch is exactly what arrived while all connections were busy, and
-//! under load each statement serves many requests.
-//!
+//! A point read or a create alone is almost nothing but a statement's fixed
+//! costs (a round trip, an execution, for writes a commit), so a request
+//! that finds a connection free goes at once, alone, with its own
+//! statement: no timer, no added wait. Only when the pool is exhausted does
+//! a request queue (the neutral group-commit queue of [`crate::batch`]);
+//! the first to queue spawns a *drainer*, a task that waits for a
+//! connection in the pool's own queue and, once it has one, takes every
+//! request queued by then and runs them as one statement
+//! ([`Operation::many`]), answering each caller its own result. While a
+//! drainer waits, later requests join the queue it will take; once it
+//! holds a connection, the next request to queue spawns the next drainer.
 //! Point reads take the queue even when a connection is free
-//! ([`Operation::ALWAYS_QUEUED`]): the drainer a lone read spawns runs it
-//! at once, alone, but only after the other requests its worker already
-//! had ready, so reads that arrive together go together. Sent by their own
-//! tasks, reads went alone under load: 1.06 per statement, against 15–21
-//! through the queue (measured; [`ItemReads`] says why, as far as we can
-//! tell).
+//! ([`Operation::ALWAYS_QUEUED`]; [`ItemReads`] says why): the drainer a
+//! lone read spawns runs it at once, alone, but only after the other
+//! requests its worker already had ready, so reads that arrive together go
+//! together.
 //!
-//! Fewer, fuller statements: each kind runs at most [`lanes`] statements at
-//! once, however many connections are free. Where the service itself is the bottleneck (one core for the service, as in
-//! the benchmarks), connections keep coming free and a request that finds
-//! one would go alone; with lanes, the requests beyond them queue, batches
-//! fill, and each statement's fixed cost (the service's protocol work, the
-//! backend's execution, the commit) is shared by more requests: over a
-//! pool of 10 on the shared 2-core machine, 3 lanes gave 2.6 reads and 7.0
-//! creates per statement against 1.3–1.7 and 2.3 without the cap, and a
-//! fifth less CPU per read (docs/performance.md, issue 21). Fewer still is
-//! better: one lane per ten connections (one on a pool of 10) gave, at
-//! `wrk -c32` on the same machine, 12–16k reads/s at 13–23 µs of the
-//! service's CPU each against 10–11k at 25–27 µs with three lanes, and
-//! 13–21k creates/s at 20–22 µs against 11–14k at 26–29 µs (a batch
-//! waits for its commit's flush either way; on a slow disk the two were
-//! level); in `bench/pgbench.py` on a quiet machine, creates went from
-//! 1.77× pgbench's rate with three lanes to 2.27–2.30× with one, and reads
-//! stayed level (0.71× against 0.61–0.74×). A lone request still goes at
-//! once, so one client's latency is unchanged.
+//! Invariants:
+//! - at most one drainer per kind waits for a connection, and a batch is
+//!   exactly what was queued while all connections were busy;
+//! - each kind runs at most [`lanes`] statements at once, however many
+//!   connections are free: where the service itself is the bottleneck,
+//!   connections keep coming free, so without the cap requests would go
+//!   alone; with it, the requests beyond the lanes queue, batches fill, and
+//!   each statement's fixed cost is shared by more requests;
+//! - a lone request still goes at once (a point read after one task hop),
+//!   so one client's latency stays that of a single statement;
+//! - the statement budget (`DATABASE_STATEMENT_TIMEOUT_MS`, C12,
+//!   `budget.rs`) holds for coalesced requests as for any other: a request
+//!   alone runs on a lease whose deadline is the budget from now; a queued
+//!   request's deadline is the budget from when it was asked, so its wait
+//!   in the queue and for a connection counts against it;
+//! - the drainer, once it holds a connection, *claims* the requests still
+//!   wanted ([`Batch::claim`]): one whose caller gave up before (its future
+//!   dropped: a client gone) or whose deadline passed (its caller answered
+//!   503) is left out, never run;
+//! - a batch runs under a lease whose deadline is the **earliest deadline
+//!   among its claimed requests** (or the lease's own, if earlier), so no
+//!   caller waits for its answer past its own budget; the price is that a
+//!   batch holding a request close to its deadline may fail for all (each
+//!   answered 503) where the others alone had time left;
+//! - a create batch is one transaction committed through the lease only
+//!   before that deadline (`creates.rs`): a batch past it answers 503 to
+//!   each request and writes nothing; a batch that fails answers
+//!   [`RepositoryError::Unavailable`] to every request in it, and nothing
+//!   of it was written.
 //!
-//! The statement budget (`DATABASE_STATEMENT_TIMEOUT_MS`, C12, `budget.rs`)
-//! holds for coalesced requests as for any other. A request alone runs on
-//! a lease whose deadline is the budget from now. A queued request's
-//! deadline is the budget from when it was asked, so its wait in the queue
-//! and for a connection counts against it. The drainer, once it holds a
-//! connection, *claims* the requests still wanted ([`Batch::claim`]): one
-//! whose caller gave up before (its future dropped: a client gone) or whose
-//! deadline passed (its caller answered 503) is left out, never run. The
-//! batch then runs under a lease whose deadline is the **earliest deadline
-//! among its claimed requests** (or the lease's own, if earlier), so no
-//! caller waits for its answer past its own budget; the price is that a
-//! batch holding a request close to its deadline may fail for all (each
-//! answered 503) where the others alone had time left. A create batch is
-//! one transaction committed through the lease only before that deadline
-//! (`creates.rs`): a batch past it answers 503 to each request and writes
-//! nothing. A batch that fails answers [`RepositoryError::Unavailable`] to
-//! every request in it, and nothing of it was written.
+//! Why: 15–21 reads and 16 creates a statement under load, creates at
+//! 2.27–2.30 × `pgbench` with one lane against 1.77 × with three,
+//! docs/performance.md "The PostgreSQL store, measured".
 
 mod creates;
 mod errors;
@@ -356,8 +346,9 @@ impl<O: Operation> Inner<O> {
     /// kind takes its connection first and opens the batch's transaction
     /// while the lane is still busy: the `begin` round trip then overlaps
     /// the statement and commit running in the lane instead of following
-    /// them, which under load is one round trip less per batch (issue 21:
-    /// creates, `docs/performance.md`). It holds one more connection while
+    /// them, which under load is one round trip less per batch (`POST`
+    /// 1.90 → 2.32–2.36 × `pgbench`, docs/performance.md "The PostgreSQL
+    /// store, measured"). It holds one more connection while
     /// it waits; at most one drainer per kind waits.
     async fn lane_and_lease(&self) -> Result<(OwnedSemaphorePermit, Lease), RepositoryError> {
         if O::WRITES {

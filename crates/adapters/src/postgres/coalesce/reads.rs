@@ -1,6 +1,14 @@
-//! Coalesced point reads of items: one `where id = any($1)` for every read
-//! queued while the pool was busy, each caller getting its own row or its
-//! own absence.
+//! Coalesced point reads of items: every read goes through the queue
+//! ([`Operation::ALWAYS_QUEUED`]), and a batch runs one
+//! `where id = any($1)` for the reads queued together (a batch of one, the
+//! primary-key statement `where id = $1`).
+//!
+//! Invariants: each caller gets its own row or its own absence, found by
+//! id (rows come back in no promised order, and an id may be read twice in
+//! one batch); a read alone runs the single-row statement.
+//!
+//! Why every read queues: 15–21 reads a statement, `GET` 0.59 → 1.72–1.75 ×
+//! `pgbench`, docs/performance.md "The PostgreSQL store, measured".
 
 use std::collections::HashMap;
 
@@ -20,19 +28,17 @@ impl Operation for ItemReads {
     type Work = i64;
     type Output = Option<ItemRow>;
     const LABEL: &'static str = "get_item";
-    /// Measured (`wrk -c32`, 100,000 rows, the service on one core, pool
-    /// of 10): with the direct path, reads that found the lane free went
-    /// alone, 1.06 per statement at 27–29k reads/s; the backend's cost per
-    /// read starved the client that shares its core, so requests came one
-    /// at a time and kept finding the lane free. Through the queue, 16–18
-    /// per statement at 71–84k reads/s, at half the service's CPU per read.
-    /// The price is a task hop for a lone read: one client's p50 went from
-    /// 92 µs to 95.5 µs (medians of four interleaved runs;
-    /// docs/performance.md, issue 21).
+    /// Sent directly, reads that found the lane free went alone (1.06 a
+    /// statement): the backend's cost per read starved the client that
+    /// shares its core, so requests came one at a time and kept finding the
+    /// lane free. Through the queue, 15–21 share a statement. The price is
+    /// a task hop for a lone read: one client's p50 93 → 96.5 µs
+    /// (docs/performance.md "The PostgreSQL store, measured").
     const ALWAYS_QUEUED: bool = true;
 
-    /// The statement a read has always had: alone, it plans as a primary
-    /// key lookup, and a one-connection client sees no change.
+    /// The single-row statement: it plans as a primary key lookup; the
+    /// array statement for one id cost ~25 µs more client time a read
+    /// (docs/performance.md, "Tried and not kept").
     async fn one(lease: &mut Lease, id: &i64) -> Result<Option<ItemRow>, RepositoryError> {
         let id = *id;
         lease

@@ -104,7 +104,7 @@ async fn a_thousand_concurrent_reads_of_distinct_ids_each_get_their_own_row_c2()
 }
 
 /// Reads that are ready together share one statement even when the lane
-/// and a connection were free as the first of them arrived (issue 21): the
+/// and a connection were free as the first of them arrived: the
 /// first read is run by the drainer it spawns, and that task runs after the
 /// other reads of the same thread have queued. The test's runtime has one
 /// thread, as an actix-web worker has; the order is the scheduler's, not a

@@ -1,6 +1,6 @@
 //! A batch whose connection breaks: every request in it is answered 503
 //! and none of it is stored, whether the connection broke before the
-//! batch's transaction was opened or inside it (issue 21).
+//! batch's transaction was opened or inside it.
 
 use std::sync::Arc;
 use std::time::Duration;

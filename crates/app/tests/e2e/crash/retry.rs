@@ -1,4 +1,4 @@
-//! After each restart, the retries a careful client makes (C7, issue 20):
+//! After each restart, the retries a careful client makes (C7):
 //! every create whose outcome was unknown is sent again with its
 //! `Idempotency-Key` (every create of the load carries one, its unique
 //! name). The answer settles its fate: a replay (`Idempotent-Replayed:
