@@ -6,9 +6,12 @@
 //! - at open, a file or a directory that cannot be written is an error
 //!   (C12: exit 1 at start), never a store whose every write fails;
 //! - [`StoreFile::check`] fails once the path no longer names the file the
-//!   service has open (deleted, or replaced by another): the writer then
-//!   refuses every write (503) rather than acknowledge writes into a file
-//!   nobody will open again, and readiness says so, naming the path;
+//!   service has open (deleted, or replaced by another), and
+//!   [`StoreFile::still_linked`] (one `fstat`, asked before every write
+//!   batch) once the file has no name left, which deleting it and renaming
+//!   another over it both do: the writer then refuses every write (503)
+//!   rather than acknowledge writes into a file nobody will open again, and
+//!   readiness says so, naming the path;
 //! - the `-wal` file stays bounded: the writer truncates it once it passes
 //!   [`WalLimit`] and no reader pins it, and `journal_size_limit` makes any
 //!   other reset give its space back too. A reader holding a snapshot (the
@@ -33,13 +36,19 @@ pub const DEFAULT_WAL_LIMIT: u64 = 64 * 1024 * 1024;
 /// a reader pins it: each try copies what it can and waits for nothing.
 const RETRY_TRUNCATE: Duration = Duration::from_millis(100);
 
-/// The file the store opened: its path and its identity then.
-#[derive(Debug, Clone)]
+/// The file the store opened: its path and its identity then, and handles
+/// on it and on its `-wal` file, which the writer asks about with `fstat`
+/// (no walk of the path before every batch).
+#[derive(Debug)]
 pub(super) struct StoreFile {
     path: PathBuf,
     wal: PathBuf,
     device: u64,
     inode: u64,
+    handle: std::fs::File,
+    /// The `-wal` file while the writer has the store open (SQLite keeps
+    /// it, truncating it at most); `None` if it did not exist at open.
+    wal_handle: Option<std::fs::File>,
 }
 
 /// The path no longer names the store's file.
@@ -55,7 +64,8 @@ impl StoreFile {
     /// be writable, since SQLite creates and removes the `-wal` and `-shm`
     /// files beside it.
     pub(super) fn opened(path: &Path) -> std::io::Result<Self> {
-        let metadata = std::fs::metadata(path)?;
+        let handle = std::fs::File::open(path)?;
+        let metadata = handle.metadata()?;
         let directory = match path.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
@@ -63,12 +73,27 @@ impl StoreFile {
         writable_directory(directory)?;
         let mut wal = path.as_os_str().to_owned();
         wal.push("-wal");
+        let wal = PathBuf::from(wal);
         Ok(Self {
             path: path.to_owned(),
-            wal: PathBuf::from(wal),
+            wal_handle: std::fs::File::open(&wal).ok(),
+            wal,
             device: metadata.dev(),
             inode: metadata.ino(),
+            handle,
         })
+    }
+
+    /// Whether the file opened still has a name: deleted, or replaced by a
+    /// file renamed over its path, it has none.
+    pub(super) fn still_linked(&self) -> Result<(), FileGone> {
+        match self.handle.metadata() {
+            Ok(metadata) if metadata.nlink() > 0 => Ok(()),
+            _ => Err(FileGone {
+                path: self.path.clone(),
+                what: "deleted or replaced",
+            }),
+        }
     }
 
     /// Whether the path still names the file opened.
@@ -86,7 +111,11 @@ impl StoreFile {
 
     /// The `-wal` file's size now (0 when there is none).
     pub(super) fn wal_bytes(&self) -> u64 {
-        std::fs::metadata(&self.wal).map_or(0, |metadata| metadata.len())
+        match &self.wal_handle {
+            Some(handle) => handle.metadata(),
+            None => std::fs::metadata(&self.wal),
+        }
+        .map_or(0, |metadata| metadata.len())
     }
 }
 
@@ -168,6 +197,7 @@ mod tests {
         assert!(file.check().is_ok());
 
         std::fs::remove_file(&path).unwrap();
+        assert!(file.still_linked().is_err(), "no name left");
         let deleted = file.check().unwrap_err().to_string();
         assert!(
             deleted.contains("deleted") && deleted.contains("items.db"),

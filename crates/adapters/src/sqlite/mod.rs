@@ -249,6 +249,7 @@ impl items_domain::HealthCheck for SqliteStore {
 
     async fn ping(&self) -> Result<(), DependencyDown> {
         self.file.check().map_err(DependencyDown::new)?;
+        self.file.still_linked().map_err(DependencyDown::new)?;
         if self.writer.is_stopped() {
             return Err(DependencyDown::new("the SQLite writer has stopped"));
         }

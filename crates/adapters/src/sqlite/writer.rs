@@ -15,9 +15,9 @@
 //!   answered [`RepositoryError::Unavailable`]: none is stored (a failure
 //!   of the disk or the lock is no single request's, so telling a bad write
 //!   from its neighbours is not worth a second attempt);
-//! - before each batch the writer checks that the path still names the
-//!   file it has open (`file.rs`): a file deleted or replaced under the
-//!   service fails every batch (503), never acknowledges a write into a
+//! - before each batch the writer checks that the file it has open still
+//!   has a name (`file.rs`, one `fstat`): a file deleted or replaced under
+//!   the service fails every batch (503), never acknowledges a write into a
 //!   file nobody will open again (C12); after each commit it keeps the
 //!   `-wal` file within its bound;
 //! - a write has a deadline, its budget (`DATABASE_STATEMENT_TIMEOUT_MS`)
@@ -221,7 +221,7 @@ fn apply(
     if batch.is_empty() {
         return;
     }
-    if let Err(gone) = disk.file.check() {
+    if let Err(gone) = disk.file.still_linked() {
         return fail(connection, batch, gone.into());
     }
     if let Err(error) = connection.execute_batch("BEGIN IMMEDIATE") {
