@@ -1,5 +1,6 @@
 """Paired A/B of builds or settings: which of two (or more) servers spends
-less CPU per request, one server driven at a time.
+less CPU per request and serves more requests a second, one server
+driven at a time.
 
     bench/run.py ab NAME=BINARY[:VAR=VALUE,...] NAME=BINARY[:...] ...
 
@@ -47,17 +48,24 @@ def run(arguments):
         for server in servers:
             common.wrk(server, path, script, args, seconds=1)  # warm-up, not counted
         cpu = {server.name: [] for server in servers}
+        rps = {server.name: [] for server in servers}
         for round_ in range(rounds):
             shift = round_ % len(servers)
             for server in servers[shift:] + servers[:shift]:
-                cpu[server.name].append(common.wrk(server, path, script, args, seconds=seconds)["cpu_us"])
+                figures = common.wrk(server, path, script, args, seconds=seconds)
+                cpu[server.name].append(figures["cpu_us"])
+                rps[server.name].append(figures["rps"])
     first = servers[0].name
-    report(f"{rounds} rounds of {seconds} s; CPU µs per request; ratio to {first} "
-           f"(median of the rounds', IQR)")
+    report(f"{rounds} rounds of {seconds} s; the server's CPU µs per request and wrk's req/s; "
+           f"ratios to {first} (median of the rounds' own, IQR)")
     report()
-    report(f"| server | CPU µs/req | ratio to {first} (IQR) |")
-    report("|---|---|---|")
-    for name, runs in cpu.items():
-        ratios = [mine / theirs for mine, theirs in zip(runs, cpu[first])]
-        report(f"| {name} | {statistics.median(runs):.2f} | {common.median_iqr(ratios, digits=3)} |")
+    report(f"| server | CPU µs/req | ratio to {first} (IQR) | req/s | ratio to {first} (IQR) |")
+    report("|---|---|---|---|---|")
+    for name in cpu:
+        cpu_ratios = [mine / theirs for mine, theirs in zip(cpu[name], cpu[first])]
+        rps_ratios = [mine / theirs for mine, theirs in zip(rps[name], rps[first])]
+        report(f"| {name} | {statistics.median(cpu[name]):.2f} "
+               f"| {common.median_iqr(cpu_ratios, digits=3)} "
+               f"| {statistics.median(rps[name]):,.0f} "
+               f"| {common.median_iqr(rps_ratios, digits=3)} |")
     report.save()
