@@ -258,6 +258,8 @@ where
             Tagged::Now(tagged) => tagged,
             Tagged::Later(tagging) => tagging.await?,
         };
+    } else {
+        response = conditional::compress(response);
     }
     Ok(response)
 }

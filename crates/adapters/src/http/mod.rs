@@ -9,6 +9,7 @@
 pub mod admin;
 mod auxiliary;
 mod body;
+mod compress;
 mod conditional;
 mod connection;
 mod cors;

@@ -1,0 +1,350 @@
+//! Content coding (C7): a response body of at least [`MIN_BYTES`] is sent
+//! compressed with `zstd`, `br` or `gzip` when the request's
+//! `Accept-Encoding` allows it.
+//!
+//! Invariants:
+//! - the coding is the acceptable one with the highest q-value, the
+//!   server's preference (zstd, br, gzip) breaking ties; `identity` wins over
+//!   a coding only with a higher q-value; a coding with `q=0`, or not named
+//!   when `*` is absent or `*;q=0`, is never used; no `Accept-Encoding` at
+//!   all means identity;
+//! - a smaller body is never compressed and names no `Vary: Accept-Encoding`
+//!   (it is the same whatever was accepted); a body of at least
+//!   [`MIN_BYTES`] names it, compressed or not;
+//! - a compressed representation's strong `ETag` is the identity one with
+//!   the coding's name appended inside the quotes (`"…-zstd"`), so tags of
+//!   different codings differ and each still names its identity tag; an
+//!   `If-None-Match` with either matches ([`same_representation`]);
+//! - a stream is compressed as it streams, each chunk flushed at once
+//!   ([`StreamEncoder`]), so memory stays flat whatever the body's length.
+//!
+//! Why these levels: zstd 3, brotli 4 and gzip 5 compress a listing of
+//! items more than tenfold at a fraction of the cost of their maximum
+//! levels (docs/performance.md, "How cost grows with the collection").
+
+use std::io::Write;
+
+use actix_web::http::header::{self, HeaderMap, HeaderValue};
+use actix_web::web::Bytes;
+
+use super::header_list;
+
+/// Bodies shorter than this are sent as they are (C7).
+pub(crate) const MIN_BYTES: usize = 1024;
+
+/// `Vary: Accept-Encoding`, on every response whose body may be compressed.
+pub(crate) static VARY: HeaderValue = HeaderValue::from_static("Accept-Encoding");
+
+/// A content coding the service sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Coding {
+    Zstd,
+    Brotli,
+    Gzip,
+}
+
+impl Coding {
+    /// In the server's order of preference, for ties.
+    const PREFERRED: [Self; 3] = [Self::Zstd, Self::Brotli, Self::Gzip];
+
+    /// Its name in `Accept-Encoding` and `Content-Encoding`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Zstd => "zstd",
+            Self::Brotli => "br",
+            Self::Gzip => "gzip",
+        }
+    }
+
+    /// `Content-Encoding: <name>`.
+    pub(crate) fn header_value(self) -> HeaderValue {
+        HeaderValue::from_static(self.name())
+    }
+
+    /// The strong tag of this coding's representation of the one whose
+    /// identity tag is `identity` (`"abc"` → `"abc-zstd"`).
+    pub(crate) fn tag(self, identity: &str) -> String {
+        let inner = identity.strip_suffix('"').unwrap_or(identity);
+        format!("{inner}-{}\"", self.name())
+    }
+
+    /// `bytes`, compressed whole.
+    pub(crate) fn encode(self, bytes: &[u8]) -> std::io::Result<Bytes> {
+        let mut encoder = StreamEncoder::new(self)?;
+        let mut out = encoder.push(bytes)?.to_vec();
+        out.extend_from_slice(&encoder.finish()?);
+        Ok(Bytes::from(out))
+    }
+}
+
+/// Whether `listed` (a tag from `If-None-Match`, `W/` already stripped)
+/// names the representation whose identity tag is `identity`, in any
+/// coding (C7: either tag answers 304).
+pub(crate) fn same_representation(listed: &[u8], identity: &[u8]) -> bool {
+    if listed == identity {
+        return true;
+    }
+    let Some(inner) = identity.strip_suffix(b"\"") else {
+        return false;
+    };
+    Coding::PREFERRED.iter().any(|coding| {
+        listed.len() == inner.len() + coding.name().len() + 2
+            && listed.starts_with(inner)
+            && listed[inner.len()] == b'-'
+            && listed[inner.len() + 1..listed.len() - 1] == *coding.name().as_bytes()
+            && listed.ends_with(b"\"")
+    })
+}
+
+/// The coding to send a body of at least [`MIN_BYTES`] in, by the
+/// request's `Accept-Encoding`; `None` for identity.
+pub(crate) fn chosen(headers: &HeaderMap) -> Option<Coding> {
+    let mut star: Option<f32> = None;
+    let mut identity: Option<f32> = None;
+    let mut named: [Option<f32>; 3] = [None; 3];
+    let mut any = false;
+    for element in header_list::elements(headers, &header::ACCEPT_ENCODING) {
+        any = true;
+        let mut parts = element.split(';');
+        let name = parts.next().unwrap_or("").trim();
+        let q = parts
+            .filter_map(|parameter| {
+                let (key, value) = parameter.split_once('=')?;
+                key.trim()
+                    .eq_ignore_ascii_case("q")
+                    .then(|| value.trim().parse::<f32>().ok())?
+            })
+            .next()
+            .unwrap_or(1.0);
+        if name == "*" {
+            star = Some(q);
+        } else if name.eq_ignore_ascii_case("identity") {
+            identity = Some(q);
+        } else if let Some(index) = Coding::PREFERRED
+            .iter()
+            .position(|coding| name.eq_ignore_ascii_case(coding.name()))
+        {
+            named[index] = Some(q);
+        }
+    }
+    if !any {
+        return None;
+    }
+    let q_of = |index: usize| named[index].or(star).unwrap_or(0.0);
+    let (best, best_q) = (0..Coding::PREFERRED.len())
+        .map(|index| (index, q_of(index)))
+        .fold((0, 0.0_f32), |best, candidate| {
+            if candidate.1 > best.1 {
+                candidate
+            } else {
+                best
+            }
+        });
+    if best_q <= 0.0 {
+        return None;
+    }
+    // Identity wins only when named with a higher q than the best coding:
+    // on a tie, or unnamed, the coding saves bytes.
+    let identity_q = identity.unwrap_or(0.0);
+    (best_q >= identity_q).then_some(Coding::PREFERRED[best])
+}
+
+/// A compressor fed chunk by chunk: each [`StreamEncoder::push`] returns the
+/// bytes that chunk makes, flushed so the client can decode them at once.
+pub(crate) struct StreamEncoder {
+    inner: Inner,
+}
+
+enum Inner {
+    Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
+    Brotli(Box<brotli::CompressorWriter<Vec<u8>>>),
+    Gzip(flate2::write::GzEncoder<Vec<u8>>),
+}
+
+impl std::fmt::Debug for StreamEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamEncoder").finish_non_exhaustive()
+    }
+}
+
+/// zstd's level: its default, fast and more than tenfold on listings.
+const ZSTD_LEVEL: i32 = 3;
+/// brotli's quality and window (2^20 bytes): its fast end, bounded memory.
+const BROTLI_QUALITY: u32 = 4;
+const BROTLI_WINDOW: u32 = 20;
+/// gzip's level: between speed and ratio.
+const GZIP_LEVEL: u32 = 5;
+/// What each encoder buffers before it writes out on its own.
+const BUFFER: usize = 16 * 1024;
+
+impl StreamEncoder {
+    pub(crate) fn new(coding: Coding) -> std::io::Result<Self> {
+        let inner = match coding {
+            Coding::Zstd => Inner::Zstd(zstd::stream::write::Encoder::new(
+                Vec::with_capacity(BUFFER),
+                ZSTD_LEVEL,
+            )?),
+            Coding::Brotli => Inner::Brotli(Box::new(brotli::CompressorWriter::new(
+                Vec::with_capacity(BUFFER),
+                BUFFER,
+                BROTLI_QUALITY,
+                BROTLI_WINDOW,
+            ))),
+            Coding::Gzip => Inner::Gzip(flate2::write::GzEncoder::new(
+                Vec::with_capacity(BUFFER),
+                flate2::Compression::new(GZIP_LEVEL),
+            )),
+        };
+        Ok(Self { inner })
+    }
+
+    /// Compresses `chunk` and returns what it made so far, flushed.
+    pub(crate) fn push(&mut self, chunk: &[u8]) -> std::io::Result<Bytes> {
+        let out = match &mut self.inner {
+            Inner::Zstd(encoder) => {
+                encoder.write_all(chunk)?;
+                encoder.flush()?;
+                encoder.get_mut()
+            }
+            Inner::Brotli(encoder) => {
+                encoder.write_all(chunk)?;
+                encoder.flush()?;
+                encoder.get_mut()
+            }
+            Inner::Gzip(encoder) => {
+                encoder.write_all(chunk)?;
+                encoder.flush()?;
+                encoder.get_mut()
+            }
+        };
+        Ok(Bytes::from(std::mem::take(out)))
+    }
+
+    /// Ends the stream: the last bytes.
+    pub(crate) fn finish(self) -> std::io::Result<Bytes> {
+        let out = match self.inner {
+            Inner::Zstd(encoder) => encoder.finish()?,
+            Inner::Brotli(encoder) => encoder.into_inner(),
+            Inner::Gzip(encoder) => encoder.finish()?,
+        };
+        Ok(Bytes::from(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use actix_web::http::header::HeaderName;
+
+    use super::*;
+
+    fn accepting(values: &[&'static str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append(
+                HeaderName::from_static("accept-encoding"),
+                HeaderValue::from_static(value),
+            );
+        }
+        headers
+    }
+
+    #[test]
+    fn the_coding_follows_q_values_then_the_servers_preference_c7() {
+        let chosen_for = |values: &[&'static str]| chosen(&accepting(values));
+        assert_eq!(chosen_for(&[]), None, "no header: identity");
+        assert_eq!(chosen_for(&["gzip, deflate, br, zstd"]), Some(Coding::Zstd));
+        assert_eq!(chosen_for(&["gzip, br"]), Some(Coding::Brotli));
+        assert_eq!(chosen_for(&["gzip"]), Some(Coding::Gzip));
+        assert_eq!(chosen_for(&["gzip;q=1.0, zstd;q=0.5"]), Some(Coding::Gzip));
+        assert_eq!(chosen_for(&["zstd;q=0, gzip"]), Some(Coding::Gzip));
+        assert_eq!(
+            chosen_for(&["gzip;q=0.5", "br;q=0.8"]),
+            Some(Coding::Brotli)
+        );
+        assert_eq!(chosen_for(&["*"]), Some(Coding::Zstd));
+        assert_eq!(chosen_for(&["*;q=0.5, zstd;q=0"]), Some(Coding::Brotli));
+        assert_eq!(chosen_for(&["*;q=0"]), None);
+        assert_eq!(chosen_for(&["identity"]), None);
+        assert_eq!(chosen_for(&["deflate"]), None, "a coding the service lacks");
+        assert_eq!(
+            chosen_for(&["gzip;q=0.5, identity;q=1"]),
+            None,
+            "identity with a higher q wins"
+        );
+        assert_eq!(
+            chosen_for(&["gzip, identity;q=0"]),
+            Some(Coding::Gzip),
+            "identity excluded"
+        );
+        assert_eq!(chosen_for(&["GZIP;Q=0.9"]), Some(Coding::Gzip));
+    }
+
+    #[test]
+    fn each_coding_tags_its_representation_apart_and_if_none_match_takes_either_c7() {
+        let identity = "\"0123456789abcdef\"";
+        assert_eq!(Coding::Gzip.tag(identity), "\"0123456789abcdef-gzip\"");
+        assert_ne!(Coding::Zstd.tag(identity), Coding::Brotli.tag(identity));
+        for coding in Coding::PREFERRED {
+            assert!(same_representation(
+                coding.tag(identity).as_bytes(),
+                identity.as_bytes()
+            ));
+        }
+        assert!(same_representation(
+            identity.as_bytes(),
+            identity.as_bytes()
+        ));
+        assert!(!same_representation(
+            b"\"0123456789abcdef-deflate\"",
+            identity.as_bytes()
+        ));
+        assert!(!same_representation(
+            b"\"0123456789abcdee\"",
+            identity.as_bytes()
+        ));
+    }
+
+    fn decoded(coding: Coding, bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        match coding {
+            Coding::Zstd => {
+                zstd::stream::read::Decoder::new(bytes)
+                    .unwrap()
+                    .read_to_end(&mut out)
+                    .unwrap();
+            }
+            Coding::Brotli => {
+                brotli::Decompressor::new(bytes, 4096)
+                    .read_to_end(&mut out)
+                    .unwrap();
+            }
+            Coding::Gzip => {
+                flate2::read::GzDecoder::new(bytes)
+                    .read_to_end(&mut out)
+                    .unwrap();
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_stream_compressed_chunk_by_chunk_decodes_to_its_bytes_c7() {
+        let chunk = b"{\"id\":1,\"name\":\"item-00000000001\"},".repeat(200);
+        for coding in Coding::PREFERRED {
+            let mut encoder = StreamEncoder::new(coding).unwrap();
+            let mut sent = Vec::new();
+            for _ in 0..5 {
+                let out = encoder.push(&chunk).unwrap();
+                assert!(!out.is_empty(), "{coding:?}: each chunk is flushed");
+                sent.extend_from_slice(&out);
+            }
+            sent.extend_from_slice(&encoder.finish().unwrap());
+            assert_eq!(decoded(coding, &sent), chunk.repeat(5), "{coding:?}");
+            assert!(sent.len() * 5 < chunk.len() * 5, "{coding:?} compresses");
+            let whole = coding.encode(&chunk).unwrap();
+            assert_eq!(decoded(coding, &whole), chunk, "{coding:?}");
+        }
+    }
+}
