@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -56,7 +57,11 @@ pub struct TcpProxy {
     port: u16,
     state: watch::Sender<State>,
     armed: Armed,
+    delay: Delay,
 }
+
+/// The most a chunk waits before it is forwarded, in microseconds (0: none).
+type Delay = Arc<std::sync::atomic::AtomicU64>;
 
 impl TcpProxy {
     /// Listens on a free loopback port and forwards each connection to
@@ -76,6 +81,8 @@ impl TcpProxy {
         let (state, mut watch) = watch::channel(State::Open);
         let armed = Armed::default();
         let trap = Arc::clone(&armed);
+        let delay = Delay::default();
+        let delays = Arc::clone(&delay);
         let freezer = state.clone();
         tokio::spawn(async move {
             let mut listener = Some(listener);
@@ -104,6 +111,7 @@ impl TcpProxy {
                         let traps = Traps {
                             armed: Arc::clone(&trap),
                             freezer: freezer.clone(),
+                            delay: Arc::clone(&delays),
                         };
                         tokio::spawn(forward(client, target, watch.clone(), traps));
                     }
@@ -111,7 +119,12 @@ impl TcpProxy {
                 }
             }
         });
-        Self { port, state, armed }
+        Self {
+            port,
+            state,
+            armed,
+            delay,
+        }
     }
 
     /// The port clients connect to.
@@ -147,6 +160,14 @@ impl TcpProxy {
         *self.armed.lock().unwrap_or_else(PoisonError::into_inner) = Some((needle.to_vec(), trap));
     }
 
+    /// Makes every chunk, both ways, wait a random time up to `most` before
+    /// it is forwarded (a slow, jittery network); `Duration::ZERO` ends it.
+    /// Order within a connection is kept.
+    pub fn set_delay(&self, most: Duration) {
+        let micros = u64::try_from(most.as_micros()).unwrap_or(u64::MAX);
+        self.delay.store(micros, Ordering::Relaxed);
+    }
+
     /// Whether the trap set last has sprung.
     pub fn trap_sprung(&self) -> bool {
         self.armed
@@ -162,6 +183,8 @@ struct Traps {
     armed: Armed,
     /// Freezes the whole proxy ([`Trap::FreezeAfter`]).
     freezer: watch::Sender<State>,
+    /// [`TcpProxy::set_delay`].
+    delay: Delay,
 }
 
 impl Traps {
@@ -203,11 +226,12 @@ async fn forward(
     let (server_read, server_write) = server.into_split();
     let (up, down) = (watch.clone(), watch.clone());
     let lost = Arc::new(Lost::default());
+    let delay = Arc::clone(&traps.delay);
     tokio::select! {
         _ = async {
             tokio::join!(
                 pump(client_read, server_write, up, Direction::Up(traps, Arc::clone(&lost))),
-                pump(server_read, client_write, down, Direction::Down(lost)),
+                pump(server_read, client_write, down, Direction::Down(lost, delay)),
             )
         } => {}
         _ = watch.wait_for(|state| *state == State::Cut) => {}
@@ -219,7 +243,7 @@ enum Direction {
     /// Client to server: where traps spring.
     Up(Traps, Arc<Lost>),
     /// Server to client.
-    Down(Arc<Lost>),
+    Down(Arc<Lost>, Delay),
 }
 
 /// What a pump does with one chunk.
@@ -235,8 +259,8 @@ impl Direction {
     /// What to do with `chunk`; springs a trap it holds.
     fn action(&self, chunk: &[u8]) -> Action {
         match self {
-            Self::Down(lost) if lost.answers.load(Ordering::Relaxed) => Action::Drop,
-            Self::Down(_) => Action::Forward,
+            Self::Down(lost, _) if lost.answers.load(Ordering::Relaxed) => Action::Drop,
+            Self::Down(..) => Action::Forward,
             Self::Up(_, lost) if lost.messages.load(Ordering::Relaxed) => Action::Drop,
             Self::Up(traps, lost) => match traps.spring(chunk) {
                 None => Action::Forward,
@@ -259,6 +283,22 @@ impl Direction {
             traps.freezer.send_replace(State::Frozen);
         }
     }
+
+    /// How long the next chunk waits: a random time up to the delay set.
+    fn delay(&self, random: &mut u64) -> Option<Duration> {
+        let most = match self {
+            Self::Up(traps, _) => traps.delay.load(Ordering::Relaxed),
+            Self::Down(_, delay) => delay.load(Ordering::Relaxed),
+        };
+        if most == 0 {
+            return None;
+        }
+        // xorshift: spread enough for jitter, no dependency for it.
+        *random ^= *random << 13;
+        *random ^= *random >> 7;
+        *random ^= *random << 17;
+        Some(Duration::from_micros(*random % (most + 1)))
+    }
 }
 
 /// Copies `from` to `to`, holding every chunk read while the proxy is
@@ -272,8 +312,15 @@ async fn pump(
     direction: Direction,
 ) {
     let mut buffer = vec![0; 16 * 1024];
+    let mut random = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0x9e37_79b9, |since| since.subsec_nanos().into())
+        | 1;
     loop {
         let read = from.read(&mut buffer).await;
+        if let Some(wait) = direction.delay(&mut random) {
+            tokio::time::sleep(wait).await;
+        }
         // A failed read ends the stream like a closed one.
         let n = read.unwrap_or_default();
         let action = direction.action(&buffer[..n]);

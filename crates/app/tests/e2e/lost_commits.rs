@@ -207,14 +207,20 @@ async fn write(client: Client, database: Arc<ScratchDatabase>, writer: usize, it
 
 #[tokio::test]
 async fn under_load_with_a_budget_that_fires_while_commits_are_in_flight_no_503_was_written_c12() {
+    // A slow, jittery network (each chunk up to 5 ms late) and a budget of
+    // 40 ms: a transaction's three round trips fit in it or not, so the
+    // budget fires before the commit, while it is in flight, and after.
     let database = Arc::new(ScratchDatabase::create(&test_database_url()).await.unwrap());
+    let proxy = TcpProxy::start(test_server_address().await).await;
+    let url = through(&database, proxy.port());
     let service = Service::start(&[
-        ("DATABASE_URL", database.url().as_str()),
+        ("DATABASE_URL", url.as_str()),
         ("DATABASE_STATEMENT_TIMEOUT_MS", "40"),
         ("DATABASE_POOL_SIZE", "3"),
         ("RATE_LIMIT_MAX", "0"),
     ])
     .await;
+    proxy.set_delay(Duration::from_millis(5));
     let writers = 12;
     let mut items = Vec::new();
     for writer in 0..writers {
