@@ -56,4 +56,6 @@ bash scripts/tests/schemathesis-script.sh
 bash scripts/tests/install-test-deps.sh
 bash scripts/tests/systemd-unit.sh
 bash scripts/schemathesis.sh
-ITEMS_SERVICE_BIN="$(source scripts/lib/service.sh && cargo_binary --release)" bash scripts/tests/prometheus-rules.sh
+release_binary="$(source scripts/lib/service.sh && cargo_binary --release)"
+ITEMS_SERVICE_BIN="$release_binary" bash scripts/tests/prometheus-rules.sh
+ITEMS_SERVICE_BIN="$release_binary" bash scripts/tests/api-docs-browser.sh

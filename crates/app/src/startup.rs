@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use items_adapters::disk::DiskUploadStore;
 use items_adapters::http::{
-    AdminServer, HttpServer, HttpSettings, Readiness, RenderMetrics, Services,
+    AdminServer, ApiDocs, HttpServer, HttpSettings, Readiness, RenderMetrics, Services,
 };
 use items_adapters::memory::InMemoryRateLimitStore;
 use items_adapters::redis::RedisRateLimitStore;
@@ -101,6 +101,7 @@ impl Application {
                 Arc::clone(&readiness),
                 store.clone(),
                 uploads,
+                &ApiDocs::for_public_port(address.port()),
             )?),
         };
         // With an admin listener, a shutdown first turns `/readyz` to 503 and
@@ -186,6 +187,7 @@ fn admin(
     readiness: Arc<Readiness>,
     store: Store,
     uploads: DiskUploadStore,
+    docs: &ApiDocs,
 ) -> Result<Admin, StartError> {
     let (listener, address) = bind(config.admin.address(config.server.host, port))?;
     let metrics = crate::metrics::install()?;
@@ -195,7 +197,7 @@ fn admin(
         uploads.record_metrics();
         handle.render()
     });
-    let server = AdminServer::bind(listener, readiness, render)
+    let server = AdminServer::bind(listener, readiness, render, docs)
         .map_err(|source| StartError::Bind { address, source })?;
     Ok(Admin {
         server,

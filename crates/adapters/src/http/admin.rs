@@ -1,6 +1,7 @@
 //! The admin listener (C11): `GET /livez`, `GET /readyz` and `GET /metrics`
 //! on a port of their own, so a load balancer and Prometheus can reach them
-//! and clients of the public port never do.
+//! and clients of the public port never do; and the API's documents,
+//! `GET /openapi.json` and `GET /docs` (`api_docs.rs`).
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use futures_util::future::join_all;
 use items_domain::HealthCheck;
 use serde_json::{Map, Value, json};
 
+use super::api_docs::{self, ApiDocs, Served};
 use super::connection::{Draining, close_when_done};
 use super::routes;
 use crate::report::ErrorChain;
@@ -122,17 +124,24 @@ impl AdminServer {
         listener: TcpListener,
         readiness: Arc<Readiness>,
         render_metrics: RenderMetrics,
+        docs: &ApiDocs,
     ) -> std::io::Result<Self> {
         let port = listener.local_addr()?.port();
         let readiness = web::Data::from(readiness);
         let render_metrics = web::Data::new(render_metrics);
+        let served = web::Data::new(Served::new(docs));
         let server = actix_web::HttpServer::new(move || {
             App::new()
                 .app_data(readiness.clone())
                 .app_data(render_metrics.clone())
+                .app_data(served.clone())
                 .route("/livez", web::get().to(livez))
                 .route("/readyz", web::get().to(readyz))
                 .route("/metrics", web::get().to(metrics))
+                .route(api_docs::OPENAPI_PATH, web::get().to(api_docs::openapi))
+                .route("/docs", web::get().to(api_docs::page_handler))
+                .route("/docs/", web::get().to(api_docs::page_handler))
+                .route("/docs/{file}", web::get().to(api_docs::asset))
                 .default_service(web::to(routes::not_found))
                 // A body nobody reads closes its connection here too (C5);
                 // the admin listener never says goodbye on a drain: it

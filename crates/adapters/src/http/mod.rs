@@ -7,6 +7,7 @@
 //! [`problem`].
 
 pub mod admin;
+mod api_docs;
 mod auxiliary;
 mod body;
 mod compress;
@@ -39,6 +40,7 @@ use items_domain::{
 };
 
 pub use admin::{AdminServer, Readiness, RenderMetrics};
+pub use api_docs::ApiDocs;
 pub use body::BodyLimits;
 pub use connection::Draining;
 pub use edge::CLIENT_CLOSED;

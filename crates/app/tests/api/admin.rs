@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use actix_web::dev::ServerHandle;
 use items_adapters::http::metrics::{REQUEST_DURATION, REQUEST_DURATION_BUCKETS, describe};
-use items_adapters::http::{AdminServer, Readiness, RenderMetrics};
+use items_adapters::http::{AdminServer, ApiDocs, Readiness, RenderMetrics};
 use items_domain::{DependencyDown, HealthCheck, ports::MockHealthCheck};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde_json::Value;
@@ -77,7 +77,13 @@ async fn spawn_admin_with(
     let render: RenderMetrics = Arc::new(move || recorder.render());
     let readiness = Readiness::new(needed, degradable);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let server = AdminServer::bind(listener, Arc::clone(&readiness), render).unwrap();
+    let server = AdminServer::bind(
+        listener,
+        Arc::clone(&readiness),
+        render,
+        &ApiDocs::for_public_port(0),
+    )
+    .unwrap();
     let address = format!("http://127.0.0.1:{}", server.port());
     let handle = server.handle();
     tokio::spawn(server.run());
@@ -252,4 +258,48 @@ fn counter(text: &str, name: &str) -> u64 {
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn the_admin_listener_serves_the_openapi_document_as_the_binary_prints_it_c11() {
+    let admin = spawn_admin(Vec::new()).await;
+
+    let response = admin.get("/openapi.json").await;
+
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(&response, "content-type"), "application/json");
+    assert_eq!(
+        response.text().await.unwrap(),
+        items_adapters::http::openapi::openapi_json(),
+        "the same bytes as `items-service openapi`"
+    );
+}
+
+#[tokio::test]
+async fn the_admin_listener_serves_an_interactive_page_from_files_built_in_c11() {
+    let admin = spawn_admin(Vec::new()).await;
+
+    let page = admin.get("/docs").await;
+    assert_eq!(page.status(), 200);
+    assert!(header(&page, "content-type").starts_with("text/html"));
+    let html = page.text().await.unwrap();
+    assert!(
+        html.contains("SwaggerUIBundle") && html.contains("/openapi.json"),
+        "{html}"
+    );
+    for file in ["/docs/swagger-ui-bundle.js", "/docs/swagger-ui.css"] {
+        let asset = admin.get(file).await;
+        assert_eq!(asset.status(), 200, "{file}");
+        assert!(asset.bytes().await.unwrap().len() > 1000, "{file}");
+    }
+    assert_eq!(admin.get("/docs/no-such-file.js").await.status(), 404);
+}
+
+#[tokio::test]
+async fn the_public_port_serves_neither_the_document_nor_the_page_c11() {
+    let app = TestApp::in_memory().await;
+
+    for path in ["/openapi.json", "/docs"] {
+        assert_problem(app.get(path).await, 404).await;
+    }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use items_adapters::http::{
-    AdminServer, BodyLimits, HttpSettings, RateLimitSettings, Readiness, RenderMetrics,
+    AdminServer, ApiDocs, BodyLimits, HttpSettings, RateLimitSettings, Readiness, RenderMetrics,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -156,8 +156,13 @@ async fn a_429_to_a_request_with_an_endless_chunked_body_closes_the_connection_c
 async fn the_admin_listener_closes_the_connection_of_an_endless_chunked_body_too_c5() {
     let render: RenderMetrics = Arc::new(String::new);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let server =
-        AdminServer::bind(listener, Readiness::new(Vec::new(), Vec::new()), render).unwrap();
+    let server = AdminServer::bind(
+        listener,
+        Readiness::new(Vec::new(), Vec::new()),
+        render,
+        &ApiDocs::for_public_port(0),
+    )
+    .unwrap();
     let port = server.port();
     let handle = server.handle();
     tokio::spawn(server.run());
