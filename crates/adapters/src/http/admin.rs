@@ -207,8 +207,24 @@ async fn readyz(readiness: web::Data<Readiness>) -> HttpResponse {
     HttpResponse::build(status).json(json!({ "status": word, "checks": checks }))
 }
 
-/// Every metric in Prometheus text format.
-async fn metrics(render: web::Data<RenderMetrics>) -> HttpResponse {
+/// Whether the instance is ready, as `/readyz` would say at the scrape: 1
+/// ready (or degraded: serving on local budgets), 0 not ready or shutting
+/// down (C11); what an alert on readiness reads.
+pub const READY: &str = "service_ready";
+
+/// Every metric in Prometheus text format, [`READY`] checked first (the
+/// same pings as `/readyz`, each bounded by [`CHECK_TIMEOUT`]).
+async fn metrics(
+    render: web::Data<RenderMetrics>,
+    readiness: web::Data<Readiness>,
+) -> HttpResponse {
+    let ready = if readiness.is_shutting_down() {
+        false
+    } else {
+        let (needed, _) = readiness.check().await;
+        needed.iter().all(|(_, outcome)| outcome.is_ok())
+    };
+    metrics::gauge!(READY).set(if ready { 1.0 } else { 0.0 });
     HttpResponse::Ok()
         .insert_header((CONTENT_TYPE, HeaderValue::from_static(PROMETHEUS_TEXT)))
         .body(render())

@@ -42,6 +42,10 @@ pub fn describe() {
         "Time from receiving a request to its response, by method, route template and status."
     );
     describe_gauge!(REQUESTS_IN_FLIGHT, "Requests being served now.");
+    describe_gauge!(
+        super::admin::READY,
+        "1 while the instance is ready (its store answers), 0 while not or shutting down."
+    );
     describe_counter!(
         UPLOADED_BYTES,
         Unit::Bytes,

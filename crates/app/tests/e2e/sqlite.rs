@@ -88,6 +88,7 @@ async fn the_start_up_line_names_the_sqlite_file_and_the_admin_port_reports_on_i
         metrics.contains("\nsqlite_writer_queue_depth 0\n"),
         "{metrics}"
     );
+    assert!(metrics.contains("\nservice_ready 1\n"), "{metrics}");
     let wal_bytes = metrics
         .lines()
         .find_map(|line| line.strip_prefix("sqlite_wal_bytes "))
@@ -214,6 +215,8 @@ async fn assert_file_lost(service: &Service, what: &str) {
     assert_eq!(ready.status(), 503);
     let body = ready.text().await.unwrap();
     assert!(body.contains("items.db") && body.contains(what), "{body}");
+    let metrics = service.admin().get("/metrics").await.text().await.unwrap();
+    assert!(metrics.contains("\nservice_ready 0\n"), "{metrics}");
     let log = service.log_once_it_contains(what).await;
     assert!(
         log.lines()
