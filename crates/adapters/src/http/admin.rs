@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::api_docs::{self, ApiDocs, Served};
 use super::connection::{Draining, close_when_done};
+use super::metrics::READY;
 use super::routes;
 use crate::report::ErrorChain;
 
@@ -206,11 +207,6 @@ async fn readyz(readiness: web::Data<Readiness>) -> HttpResponse {
         .collect();
     HttpResponse::build(status).json(json!({ "status": word, "checks": checks }))
 }
-
-/// Whether the instance is ready, as `/readyz` would say at the scrape: 1
-/// ready (or degraded: serving on local budgets), 0 not ready or shutting
-/// down (C11); what an alert on readiness reads.
-pub const READY: &str = "service_ready";
 
 /// Every metric in Prometheus text format, [`READY`] checked first (the
 /// same pings as `/readyz`, each bounded by [`CHECK_TIMEOUT`]).

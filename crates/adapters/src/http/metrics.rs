@@ -22,6 +22,10 @@ pub const REQUESTS_IN_FLIGHT: &str = "http_server_active_requests";
 pub const UPLOADED_BYTES: &str = "uploaded_bytes_total";
 /// Requests refused with 429 by the rate limiter (C9).
 pub const RATE_LIMIT_REFUSALS: &str = "rate_limit_refusals_total";
+/// Whether the instance is ready, as `/readyz` would say at the scrape: 1
+/// ready (or degraded: serving on local budgets), 0 not ready or shutting
+/// down (C11); what an alert on readiness reads. Set by the admin listener.
+pub const READY: &str = "service_ready";
 /// The `route` label of requests that matched no route: one fixed value, so a
 /// scan of random paths cannot create a series per path.
 pub const UNMATCHED_ROUTE: &str = "unmatched";
@@ -43,7 +47,7 @@ pub fn describe() {
     );
     describe_gauge!(REQUESTS_IN_FLIGHT, "Requests being served now.");
     describe_gauge!(
-        super::admin::READY,
+        READY,
         "1 while the instance is ready (its store answers), 0 while not or shutting down."
     );
     describe_counter!(
