@@ -27,13 +27,14 @@
 //!   (ids the old primary used without replicating them are free again on
 //!   the new one), so its answer would be about someone else's write. From
 //!   another server, or another timeline, the fate is unknown.
-//! - A commit is sent with the server's `statement_timeout` off
-//!   ([`COMMIT`]): a commit waiting for a synchronous standby would
-//!   otherwise be cancelled at the budget and answered as a success,
-//!   committed locally but not replicated. A commit still waiting for its
-//!   standby when its fate is asked is answered
+//! - A commit still waiting for a synchronous standby when its fate is
+//!   asked (its backend's `wait_event` is `SyncRep`) is answered
 //!   [`RepositoryError::OutcomeUnknown`], and its backend is left to wait:
-//!   terminating it would make the write visible before any standby has it.
+//!   terminating it would end the wait with the transaction committed on
+//!   the primary alone, visible, and `pg_xact_status` would then call it
+//!   committed, a 2xx for a write no standby has. (`statement_timeout`
+//!   never cuts that wait short: PostgreSQL turns it off before the commit
+//!   proper, and the service sends no cancel requests.)
 
 use std::fmt;
 use std::sync::Arc;
@@ -48,13 +49,6 @@ use super::hosts::{Hosts, Opened, Server};
 /// `begin` a write transaction and take its id and backend in one round
 /// trip (a simple query of two statements; the id is assigned at once).
 pub(super) const BEGIN_WRITE: &str = "begin; select pg_current_xact_id()::text, pg_backend_pid()";
-
-/// Commits, with the server's statement timeout off for the commit (one
-/// round trip still): the client's deadline bounds the wait instead, and a
-/// commit past it has its fate asked ([`learn`]). The server's timeout
-/// would cancel a commit's wait for a synchronous standby and answer it
-/// as committed, though only the primary has it.
-pub(super) const COMMIT: &str = "set local statement_timeout = 0; commit";
 
 /// A write transaction, as the server knows it.
 #[derive(Debug, Clone)]

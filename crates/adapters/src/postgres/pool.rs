@@ -318,18 +318,18 @@ impl Lease {
         } = &mut **connection;
         *unsettled = true;
         let sent = Instant::now();
-        let lost =
-            match tokio::time::timeout_at(self.deadline + grace, raw.execute(fate::COMMIT)).await {
-                Ok(Ok(_)) => {
-                    *unsettled = false;
-                    *in_transaction = false;
-                    return Ok(());
-                }
-                Ok(Err(error)) => LostAnswer::Failed(error),
-                Err(_) => LostAnswer::Unanswered {
-                    waited: sent.elapsed(),
-                },
-            };
+        let lost = match tokio::time::timeout_at(self.deadline + grace, raw.execute("commit")).await
+        {
+            Ok(Ok(_)) => {
+                *unsettled = false;
+                *in_transaction = false;
+                return Ok(());
+            }
+            Ok(Err(error)) => LostAnswer::Failed(error),
+            Err(_) => LostAnswer::Unanswered {
+                waited: sent.elapsed(),
+            },
+        };
         // The connection is not trusted again: closed when the lease drops.
         self.expired = true;
         let hosts = Object::pool(connection).map(|pool| Arc::clone(&pool.manager().hosts));
