@@ -22,6 +22,8 @@
 //! The old primary is then rebuilt as the new standby (`pg_basebackup`)
 //! and the next round kills the other server. With asynchronous
 //! replication the acknowledged writes lost per round are only reported.
+//! And a commit no synchronous standby confirmed (the standby stopped) is
+//! answered 504, never 2xx, and stays invisible until the standby is back.
 //!
 //! `FAILOVER_ROUNDS` sets the rounds (10 by default for synchronous
 //! replication, 3 for asynchronous); run them alone with
@@ -83,6 +85,66 @@ async fn losing_the_primary_under_asynchronous_replication_resumes_and_reports_w
          at most the replication lag at the kill)",
         report.lost_per_round
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_no_synchronous_standby_confirmed_is_never_acknowledged_c12() {
+    let pair = Pair::start(Replication::Synchronous).await;
+    let url = pair.database_url();
+    let budget = BUDGET.as_millis().to_string();
+    let service = Service::start(&[
+        ("DATABASE_URL", url.as_str()),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", budget.as_str()),
+        ("RATE_LIMIT_MAX", "0"),
+    ])
+    .await;
+    let before = service.client.create_item("before").await;
+    pair.stop_standby();
+
+    let started = Instant::now();
+    let response = service
+        .client
+        .post_json("/items", &serde_json::json!({ "name": "unconfirmed" }))
+        .await;
+    let took = started.elapsed();
+    let status = response.status();
+    let problem: Value = response.json().await.unwrap_or_default();
+
+    // PostgreSQL would have answered the commit as a success at the
+    // statement timeout, committed on the primary only.
+    assert_eq!(status, 504, "{problem}");
+    assert!(
+        problem["type"]
+            .as_str()
+            .is_some_and(|kind| kind.contains("outcome-unknown")),
+        "{problem}"
+    );
+    assert!(took <= LONGEST_REQUEST, "answered after {took:?}");
+    let mut direct = pair.primary().connect_to("items").await;
+    let visible: i64 = sqlx::query_scalar("select count(*) from items where name = 'unconfirmed'")
+        .fetch_one(&mut direct)
+        .await
+        .unwrap();
+    assert_eq!(visible, 0, "not visible before a standby has it");
+
+    pair.start_standby();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let visible: i64 =
+            sqlx::query_scalar("select count(*) from items where name = 'unconfirmed'")
+                .fetch_one(&mut direct)
+                .await
+                .unwrap();
+        if visible == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the waiting commit never completed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(before["id"].as_i64().is_some());
 }
 
 /// The figures of a run.

@@ -57,6 +57,13 @@ impl Node {
             .unwrap_or_else(|error| panic!("connect to {}: {error}", self.name))
     }
 
+    /// A connection to its database `database`.
+    pub async fn connect_to(&self, database: &str) -> PgConnection {
+        PgConnection::connect_with(&self.options(database))
+            .await
+            .unwrap_or_else(|error| panic!("connect to {}/{database}: {error}", self.name))
+    }
+
     /// The postmaster's pid, from `postmaster.pid`.
     fn postmaster(&self) -> Option<u32> {
         std::fs::read_to_string(self.data.join("postmaster.pid"))
@@ -236,6 +243,17 @@ impl Pair {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let _ = admin.close().await;
+    }
+
+    /// Stops the standby (`fast`): the primary's synchronous commits wait.
+    pub fn stop_standby(&self) {
+        let standby = &self.nodes[1 - self.primary];
+        run(pg("pg_ctl").args(["-D", path(&standby.data), "-m", "fast", "-w", "stop"]));
+    }
+
+    /// Starts the standby again; it catches up and confirms what waited.
+    pub fn start_standby(&self) {
+        self.start_node(1 - self.primary);
     }
 
     fn initdb(&self, index: usize) {
