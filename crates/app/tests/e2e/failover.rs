@@ -25,8 +25,9 @@
 //! And a commit no synchronous standby confirmed (the standby stopped) is
 //! answered 504, never 2xx, and stays invisible until the standby is back.
 //!
-//! `FAILOVER_ROUNDS` sets the rounds (10 by default for synchronous
-//! replication, 3 for asynchronous); run them alone with
+//! `FAILOVER_ROUNDS` sets the rounds (6 by default for synchronous
+//! replication, 3 for asynchronous, so the three tests take one to two
+//! minutes; `FAILOVER_ROUNDS=10` for the figures); run them alone with
 //! `cargo test -p items-app --test e2e failover -- --nocapture` to see the
 //! figures; `CRASH_SEED=<seed>` repeats a run's choices.
 
@@ -67,7 +68,7 @@ fn rounds(default: usize) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_the_primary_under_synchronous_replication_loses_no_acknowledged_write_c12() {
-    let report = failover_rounds(Replication::Synchronous, rounds(10)).await;
+    let report = failover_rounds(Replication::Synchronous, rounds(6)).await;
 
     assert_eq!(
         report.lost_per_round.iter().sum::<usize>(),
