@@ -92,7 +92,11 @@ impl Application {
             .into_iter()
             .map(|redis| redis as Arc<dyn HealthCheck>)
             .collect();
-        let readiness = Readiness::new(checks, degradable);
+        let readiness = Readiness::with_details(
+            checks,
+            degradable,
+            store.readiness_detail().into_iter().collect(),
+        );
         let admin = match config.admin.admin_port {
             None => None,
             Some(port) => Some(admin(

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use items_adapters::http::admin::Detail;
 use items_adapters::memory;
 use items_adapters::postgres::{ConnectError, PostgresSettings, PostgresStore};
 use items_adapters::sqlite::{SqliteSettings, SqliteStore};
@@ -66,6 +67,20 @@ impl Store {
             Self::Memory => None,
             Self::Postgres(store) => Some(Arc::new(store.clone())),
             Self::Sqlite(store) => Some(Arc::new(store.clone())),
+        }
+    }
+
+    /// What the readiness report adds to the store's `ok`: with a
+    /// PostgreSQL URL listing several hosts, the host writes go to.
+    pub(crate) fn readiness_detail(&self) -> Option<(&'static str, Detail)> {
+        match self {
+            Self::Postgres(store) if store.writing_to().is_some() => {
+                let store = store.clone();
+                let detail: Detail =
+                    Arc::new(move || store.writing_to().map(|host| format!("writing to {host}")));
+                Some(("database", detail))
+            }
+            _ => None,
         }
     }
 

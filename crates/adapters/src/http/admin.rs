@@ -34,12 +34,18 @@ const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// which owns the recorder (this adapter only emits through the facade).
 pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 
+/// What a dependency that answered adds to its `ok` in the readiness
+/// report (the database host writes go to, say); `None`: just `ok`.
+pub type Detail = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
 /// Whether the instance should receive traffic: not once a shutdown has
 /// begun, and only while every dependency it cannot serve without answers.
 pub struct Readiness {
     shutting_down: AtomicBool,
     needed: Vec<Arc<dyn HealthCheck>>,
     degradable: Vec<Arc<dyn HealthCheck>>,
+    /// Details of answering dependencies, by name.
+    details: Vec<(&'static str, Detail)>,
 }
 
 impl std::fmt::Debug for Readiness {
@@ -69,11 +75,31 @@ impl Readiness {
         needed: Vec<Arc<dyn HealthCheck>>,
         degradable: Vec<Arc<dyn HealthCheck>>,
     ) -> Arc<Self> {
+        Self::with_details(needed, degradable, Vec::new())
+    }
+
+    /// [`Readiness::new`], and for the dependencies named in `details`,
+    /// what their `ok` says besides once they answered: `"ok: writing to
+    /// db2:5432"`.
+    pub fn with_details(
+        needed: Vec<Arc<dyn HealthCheck>>,
+        degradable: Vec<Arc<dyn HealthCheck>>,
+        details: Vec<(&'static str, Detail)>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             shutting_down: AtomicBool::new(false),
             needed,
             degradable,
+            details,
         })
+    }
+
+    /// What `name` says besides `ok`, if anything.
+    fn detail(&self, name: &str) -> Option<String> {
+        self.details
+            .iter()
+            .find(|(named, _)| *named == name)
+            .and_then(|(_, detail)| detail())
     }
 
     /// From now on `/readyz` answers 503, whatever the dependencies say.
@@ -201,7 +227,12 @@ async fn readyz(readiness: web::Data<Readiness>) -> HttpResponse {
         .into_iter()
         .chain(degradable)
         .map(|(name, outcome)| {
-            let said = outcome.err().unwrap_or_else(|| "ok".to_owned());
+            let said = outcome
+                .err()
+                .unwrap_or_else(|| match readiness.detail(name) {
+                    Some(detail) => format!("ok: {detail}"),
+                    None => "ok".to_owned(),
+                });
             (name.to_owned(), Value::from(said))
         })
         .collect();

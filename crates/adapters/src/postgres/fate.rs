@@ -20,14 +20,31 @@
 //!   server unreachable, the id too old to know) is the answer
 //!   [`RepositoryError::OutcomeUnknown`] (a 504): never a 503 for a write
 //!   that may have been applied.
+//! - The fate is asked on a new connection made by the store's host
+//!   selection (`hosts`), and believed only from the server the
+//!   transaction ran on, on the timeline it ran on: a standby promoted
+//!   since may have handed the same transaction id to another transaction
+//!   (ids the old primary used without replicating them are free again on
+//!   the new one), so its answer would be about someone else's write. From
+//!   another server, or another timeline, the fate is unknown.
+//! - A commit still waiting for a synchronous standby when its fate is
+//!   asked (its backend's `wait_event` is `SyncRep`) is answered
+//!   [`RepositoryError::OutcomeUnknown`], and its backend is left to wait:
+//!   terminating it would end the wait with the transaction committed on
+//!   the primary alone, visible, and `pg_xact_status` would then call it
+//!   committed, a 2xx for a write no standby has. (`statement_timeout`
+//!   never cuts that wait short: PostgreSQL turns it off before the commit
+//!   proper, and the service sends no cancel requests.)
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use items_domain::RepositoryError;
-use sqlx::postgres::PgConnectOptions;
-use sqlx::{Connection as _, PgConnection};
+use sqlx::Connection as _;
 use tokio::time::Instant;
+
+use super::hosts::{Hosts, Opened, Server};
 
 /// `begin` a write transaction and take its id and backend in one round
 /// trip (a simple query of two statements; the id is assigned at once).
@@ -40,6 +57,8 @@ pub(super) struct Transaction {
     pub(super) id: String,
     /// `pg_backend_pid()` of the connection it runs on.
     pub(super) backend: i32,
+    /// The server it runs on, as the connection was told at connect time.
+    pub(super) server: Option<Server>,
 }
 
 /// How long past the budget a sent commit's answer is awaited, and how long
@@ -95,20 +114,24 @@ pub(super) enum Fate {
 }
 
 /// The answer for a write whose commit's answer was `lost`: `Ok` when
-/// `transaction` committed, else the error the request gets. `options`
-/// reach the server on a new connection (the lent one is not trusted
-/// again); `None`, or no `transaction`, leaves the fate unknown.
+/// `transaction` committed, else the error the request gets. `hosts` reach
+/// the server on a new connection (the lent one is not trusted again);
+/// `None`, or no `transaction`, leaves the fate unknown.
 pub(super) async fn learn(
-    options: Option<PgConnectOptions>,
+    hosts: Option<Arc<Hosts>>,
     transaction: Option<Transaction>,
     lost: LostAnswer,
     within: Duration,
 ) -> Result<(), RepositoryError> {
-    let (Some(options), Some(transaction)) = (options, transaction) else {
+    let (Some(hosts), Some(transaction)) = (hosts, transaction) else {
         return Err(unknown("no transaction id was taken", lost));
     };
     let deadline = Instant::now() + within;
-    match tokio::time::timeout_at(deadline, settled_status(&options, &transaction, deadline)).await
+    match tokio::time::timeout_at(
+        deadline,
+        settled_status(&hosts, &transaction, deadline, within),
+    )
+    .await
     {
         Ok(Ok(Status::Committed)) => {
             tracing::warn!(
@@ -120,6 +143,14 @@ pub(super) async fn learn(
         }
         Ok(Ok(Status::Aborted)) => Err(RepositoryError::unavailable(Fate::RolledBack(lost))),
         Ok(Ok(Status::Forgotten)) => Err(unknown("PostgreSQL no longer knows the id", lost)),
+        Ok(Ok(Status::AwaitingStandby)) => Err(unknown(
+            "it is committed on the primary, waiting for a synchronous standby to confirm it",
+            lost,
+        )),
+        Ok(Ok(Status::Elsewhere(server))) => Err(unknown(
+            &format!("only {server} answers now, not the server the transaction ran on"),
+            lost,
+        )),
         Ok(Err(error)) => Err(unknown(&error.to_string(), lost)),
         Err(_) => Err(unknown("the server did not say in time", lost)),
     }
@@ -139,31 +170,62 @@ enum Status {
     Aborted,
     /// Too old for the server to know (`pg_xact_status` is null).
     Forgotten,
+    /// Committed locally, its backend waiting for a synchronous standby.
+    AwaitingStandby,
+    /// The lookup reached another server, or the same host on another
+    /// timeline, named here: its answer would not be about this transaction.
+    Elsewhere(String),
 }
 
 /// How often a transaction whose backend was told to end is asked about.
 const SETTLE_POLL: Duration = Duration::from_millis(10);
 
+/// The status of a transaction, and what its backend waits for.
+const STATUS: &str = "select pg_xact_status($1::text::xid8), \
+     (select wait_event from pg_stat_activity where pid = $2)";
+
 /// The transaction's status, once it has settled: one still in progress has
 /// its backend terminated (its connection is gone from the service's side,
 /// so nothing else would end it soon), and is asked about again until
-/// `deadline`.
+/// `deadline` — unless the backend waits for a synchronous standby, which
+/// only the standby can end. The connection is made by the host selection
+/// within `within`, and trusted only on the transaction's server.
 async fn settled_status(
-    options: &PgConnectOptions,
+    hosts: &Hosts,
     transaction: &Transaction,
     deadline: Instant,
+    within: Duration,
 ) -> Result<Status, sqlx::Error> {
-    let mut connection = PgConnection::connect_with(options).await?;
+    let Opened {
+        raw: mut connection,
+        server,
+    } = hosts.connect(within).await?;
+    if transaction
+        .server
+        .as_ref()
+        .is_some_and(|ran_on| *ran_on != server)
+    {
+        let _ = connection.close().await;
+        let timeline = server.timeline.as_deref().unwrap_or("none");
+        return Ok(Status::Elsewhere(format!(
+            "{} (timeline {timeline})",
+            hosts.label(server.host)
+        )));
+    }
     let mut terminated = false;
     let status = loop {
-        let status: Option<String> = sqlx::query_scalar("select pg_xact_status($1::text::xid8)")
+        let (status, waiting): (Option<String>, Option<String>) = sqlx::query_as(STATUS)
             .bind(&transaction.id)
+            .bind(transaction.backend)
             .fetch_one(&mut connection)
             .await?;
         match status.as_deref() {
             Some("committed") => break Status::Committed,
             Some("aborted") => break Status::Aborted,
             None => break Status::Forgotten,
+            Some(_in_progress) if waiting.as_deref() == Some("SyncRep") => {
+                break Status::AwaitingStandby;
+            }
             Some(_in_progress) => {
                 if !terminated {
                     sqlx::query("select pg_terminate_backend($1)")

@@ -6,11 +6,15 @@
 //! [`RepositoryError::Unavailable`]: the HTTP adapter answers 503 and logs the
 //! cause, and the pool reconnects by itself once the database is back.
 //! Every store operation has a budget (`DATABASE_STATEMENT_TIMEOUT_MS`),
-//! kept by the server and by this client (`budget.rs`).
+//! kept by the server and by this client (`budget.rs`). A URL may list
+//! several hosts, as libpq's do (`hosts`): each new connection goes to the
+//! first whose server has the URL's `target_session_attrs`, so a store
+//! whose primary is lost goes on on the standby promoted in its place.
 
 mod budget;
 mod coalesce;
 mod fate;
+mod hosts;
 mod items;
 mod keys;
 mod pool;
@@ -18,22 +22,22 @@ mod products;
 mod transfer;
 mod users;
 
-use std::str::FromStr;
-use std::sync::LazyLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use items_domain::{DependencyDown, HealthCheck, Repositories, RepositoryError};
 use sqlx::Connection as _;
-use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::postgres::PgConnectOptions;
 
 use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
+use hosts::Hosts;
 use pool::Pool;
 
 pub use crate::sql::budget::{DEFAULT_STATEMENT_TIMEOUT, OverBudget};
-pub use coalesce::{
-    CoalescingStats, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS, describe_metrics,
-};
+pub use coalesce::{CoalescingStats, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS};
+pub use hosts::{FAILOVERS, READ_ONLY_REFUSALS};
 pub use items::PostgresItemRepository;
 pub use products::PostgresProductRepository;
 pub use transfer::{BeginError, PostgresSink, PostgresSnapshot};
@@ -106,6 +110,8 @@ impl Default for PostgresSettings {
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: Pool,
+    /// The host of the connection the last readiness ping answered on.
+    pinged: Arc<AtomicUsize>,
     item_reads: Coalescer<ItemReads>,
     item_creates: Coalescer<ItemCreates>,
     product_creates: Coalescer<ProductCreates>,
@@ -145,16 +151,44 @@ impl PostgresStore {
         settings: PostgresSettings,
         patience: Duration,
     ) -> Result<Self, ConnectError> {
-        let options = quiet(options);
+        Self::connect_hosts(Hosts::one(options), settings, patience).await
+    }
+
+    /// [`PostgresStore::connect`] with options read from a `postgres://` URL,
+    /// which may list several hosts as libpq's do
+    /// (`postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write`):
+    /// each new connection then goes to the first host whose server has
+    /// the attribute (`any`, `read-write`, `read-only`, `primary`,
+    /// `standby`, `prefer-standby`), starting with the host the last one
+    /// went to.
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidUrl`] when the URL cannot be read, else as
+    /// [`PostgresStore::connect`].
+    pub async fn connect_url(
+        url: &str,
+        settings: PostgresSettings,
+        patience: Duration,
+    ) -> Result<Self, ConnectError> {
+        let hosts = Hosts::from_url(url).map_err(ConnectError::InvalidUrl)?;
+        Self::connect_hosts(hosts, settings, patience).await
+    }
+
+    /// [`PostgresStore::connect_with`] over every host of `hosts`.
+    async fn connect_hosts(
+        hosts: Hosts,
+        settings: PostgresSettings,
+        patience: Duration,
+    ) -> Result<Self, ConnectError> {
+        let hosts = hosts.map_options(quiet);
         let started = tokio::time::Instant::now();
         let mut pause = Duration::from_millis(100);
         let mut first = loop {
-            let attempt =
-                tokio::time::timeout(ACQUIRE_TIMEOUT, PgConnection::connect_with(&options))
-                    .await
-                    .unwrap_or(Err(sqlx::Error::PoolTimedOut));
+            let attempt = tokio::time::timeout(ACQUIRE_TIMEOUT, hosts.connect(ACQUIRE_TIMEOUT))
+                .await
+                .unwrap_or(Err(sqlx::Error::PoolTimedOut));
             match attempt {
-                Ok(connection) => break connection,
+                Ok(opened) => break opened.raw,
                 Err(source) if is_permanent(&source) => return Err(ConnectError::Refused(source)),
                 Err(source) if started.elapsed() >= patience => {
                     return Err(ConnectError::Unreachable {
@@ -178,7 +212,9 @@ impl PostgresStore {
         let _ = first.close().await;
         let budget = settings.statement_timeout;
         let manager = pool::Manager {
-            options: options.options([budget::statement_timeout(budget)]),
+            hosts: Arc::new(
+                hosts.map_options(|options| options.options([budget::statement_timeout(budget)])),
+            ),
             budget,
         };
         let pool = Pool::builder(manager)
@@ -190,22 +226,24 @@ impl PostgresStore {
             item_reads: Coalescer::new(pool.clone(), lanes),
             item_creates: Coalescer::new(pool.clone(), lanes),
             product_creates: Coalescer::new(pool.clone(), lanes),
+            pinged: Arc::new(AtomicUsize::new(usize::MAX)),
             pool,
         })
     }
 
-    /// [`PostgresStore::connect`] with options read from a `postgres://` URL.
-    ///
-    /// # Errors
-    /// [`ConnectError::InvalidUrl`] when the URL cannot be read, else as
-    /// [`PostgresStore::connect`].
-    pub async fn connect_url(
-        url: &str,
-        settings: PostgresSettings,
-        patience: Duration,
-    ) -> Result<Self, ConnectError> {
-        let options = PgConnectOptions::from_str(url).map_err(ConnectError::InvalidUrl)?;
-        Self::connect_with(options, settings, patience).await
+    /// The host writes go to, when the URL lists several: the host of the
+    /// connection the last readiness ping answered on, else the host the
+    /// last connection went to. `None` for a URL of one host, whose
+    /// readiness says just `ok`.
+    pub fn writing_to(&self) -> Option<String> {
+        let hosts = &self.pool.manager().hosts;
+        if !hosts.several() {
+            return None;
+        }
+        let pinged = Some(self.pinged.load(Ordering::SeqCst)).filter(|host| *host != usize::MAX);
+        pinged
+            .or_else(|| hosts.current())
+            .map(|host| hosts.label(host).to_owned())
     }
 
     pub fn items(&self) -> PostgresItemRepository {
@@ -262,7 +300,11 @@ pub const POOL_IDLE_CONNECTIONS: &str = "database_pool_idle_connections";
 /// The most connections the pool opens (`DATABASE_POOL_SIZE`).
 pub const POOL_MAX_CONNECTIONS: &str = "database_pool_max_connections";
 
-/// The database answers when a pooled connection runs `SELECT 1`.
+/// The database answers when a pooled connection runs `SELECT 1`; when the
+/// URL asks for an attribute (`target_session_attrs`) or lists several
+/// hosts, when the connection's server says it still has it (one round
+/// trip either way). A connection whose server lost it is closed, so the
+/// next request's connection goes to another host.
 #[async_trait]
 impl HealthCheck for PostgresStore {
     fn name(&self) -> &'static str {
@@ -271,19 +313,35 @@ impl HealthCheck for PostgresStore {
 
     async fn ping(&self) -> Result<(), DependencyDown> {
         let answered = async {
-            pool::lease(&self.pool)
-                .await?
-                .run(|connection| sqlx::query("SELECT 1").execute(connection))
-                .await
+            let mut lease = pool::lease(&self.pool).await?;
+            if self.pool.manager().hosts.asks() {
+                lease.confirm().await?;
+            } else {
+                lease
+                    .run(|connection| sqlx::query("SELECT 1").execute(connection))
+                    .await?;
+            }
+            Ok(lease.host())
         };
         // The repository error says "unavailable" and holds why: the why is
         // what the readiness report shows.
-        answered.await.map(drop).map_err(
+        let host = answered.await.map_err(
             |(RepositoryError::Unavailable(cause) | RepositoryError::OutcomeUnknown(cause))| {
                 DependencyDown::new(cause)
             },
-        )
+        )?;
+        if let Some(host) = host {
+            self.pinged.store(host, Ordering::SeqCst);
+        }
+        Ok(())
     }
+}
+
+/// Describes the store's metrics to the installed recorder: how full the
+/// coalesced statements are, failovers and read-only refusals.
+pub fn describe_metrics() {
+    coalesce::describe_metrics();
+    hosts::describe_metrics();
 }
 
 /// A refusal that no retry will change: the database does not exist

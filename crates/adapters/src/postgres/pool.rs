@@ -9,35 +9,44 @@
 //!   again, or closed when that fails;
 //! - each lease carries the operation's deadline (`budget.rs`): the work on
 //!   it must end by then, and a connection whose work was cut by the
-//!   deadline is closed instead of going back.
+//!   deadline is closed instead of going back;
+//! - a connection whose server refused a write as read-only (SQLSTATE
+//!   25006: a primary turned standby, or made read-only) is closed, never
+//!   lent again, and so are the idle ones to the same host: the next
+//!   connection goes through the host selection (`hosts`) again;
+//! - new connections are opened by the host selection of `hosts`, which
+//!   says which server each one is on, so a transaction's fate is asked
+//!   of that same server (`fate.rs`).
 //!
 //! Why not sqlx's `PgPool`, which sends a `Sync` and waits for its answer
 //! each time a connection comes back: client CPU per query 40–48 → 18–23 µs,
 //! docs/performance.md "The PostgreSQL store, measured".
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool::managed::{
     self, Metrics, Object, PoolError, RecycleError, RecycleResult, TimeoutType, Timeouts,
 };
 use items_domain::RepositoryError;
-use sqlx::postgres::PgConnectOptions;
 use sqlx::{Connection as _, Executor as _, PgConnection, Row as _};
 use tokio::time::Instant;
 
 use super::fate::{self, LostAnswer, Transaction};
+use super::hosts::{Hosts, Server, ServerState};
 use super::{ACQUIRE_TIMEOUT, unavailable};
 use crate::sql::budget::over_budget;
 
 /// The pool: at most `DATABASE_POOL_SIZE` connections, opened on demand.
 pub(super) type Pool = managed::Pool<Manager>;
 
-/// Opens connections with the store's options, and tidies the ones that
-/// come back unsettled.
+/// Opens connections to the store's hosts, and tidies the ones that come
+/// back unsettled.
 #[derive(Debug)]
 pub(super) struct Manager {
-    pub(super) options: PgConnectOptions,
+    /// The servers of the URL and which one a new connection goes to.
+    pub(super) hosts: Arc<Hosts>,
     /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`).
     pub(super) budget: Duration,
 }
@@ -50,18 +59,26 @@ pub(super) struct Connection {
     unsettled: bool,
     /// A transaction begun by [`Lease::begin`] and not yet committed.
     in_transaction: bool,
+    /// Its server refused a write as read-only: closed, never lent again.
+    read_only: bool,
+    /// The server it is on.
+    server: Server,
 }
 
 impl managed::Manager for Manager {
     type Type = Connection;
     type Error = sqlx::Error;
 
+    /// A connection to the first host that fits (`hosts`), the wait for
+    /// it shared among the hosts.
     async fn create(&self) -> Result<Connection, sqlx::Error> {
-        let raw = PgConnection::connect_with(&self.options).await?;
+        let opened = self.hosts.connect(ACQUIRE_TIMEOUT.min(self.budget)).await?;
         Ok(Connection {
-            raw,
+            raw: opened.raw,
             unsettled: false,
             in_transaction: false,
+            read_only: false,
+            server: opened.server,
         })
     }
 
@@ -74,6 +91,11 @@ impl managed::Manager for Manager {
         connection: &mut Connection,
         _: &Metrics,
     ) -> RecycleResult<sqlx::Error> {
+        if connection.read_only {
+            return Err(RecycleError::message(
+                "its server refused a write as read-only",
+            ));
+        }
         if connection.in_transaction {
             connection
                 .raw
@@ -188,9 +210,19 @@ impl Lease {
         let Some(connection) = connection.as_mut() else {
             return Err(RepositoryError::unavailable("the connection was closed"));
         };
-        let Connection { raw, unsettled, .. } = &mut **connection;
+        let Connection {
+            raw,
+            unsettled,
+            read_only,
+            ..
+        } = &mut **connection;
         *unsettled = true;
         match tokio::time::timeout_at(*deadline, work(raw)).await {
+            Ok(Err(error)) if is_read_only(&error) => {
+                // Closed when the lease drops, with the idle ones to its host.
+                *read_only = true;
+                Err(unavailable(error))
+            }
             Ok(result) => {
                 *unsettled = result.is_err();
                 result.map_err(unavailable)
@@ -238,9 +270,14 @@ impl Lease {
             // hold two statements; its first row is the `select`'s.
             .run(|connection| connection.fetch_one(fate::BEGIN_WRITE))
             .await?;
+        let server = self
+            .connection
+            .as_ref()
+            .map(|connection| connection.server.clone());
         let transaction = Transaction {
             id: row.try_get(0).map_err(unavailable)?,
             backend: row.try_get(1).map_err(unavailable)?,
+            server,
         };
         self.transaction = Some(transaction);
         Ok(())
@@ -277,6 +314,7 @@ impl Lease {
             raw,
             unsettled,
             in_transaction,
+            ..
         } = &mut **connection;
         *unsettled = true;
         let sent = Instant::now();
@@ -294,18 +332,85 @@ impl Lease {
         };
         // The connection is not trusted again: closed when the lease drops.
         self.expired = true;
-        let options = Object::pool(connection).map(|pool| pool.manager().options.clone());
-        fate::learn(options, transaction, lost, grace).await
+        let hosts = Object::pool(connection).map(|pool| Arc::clone(&pool.manager().hosts));
+        fate::learn(hosts, transaction, lost, grace).await
     }
+
+    /// Asks the connection's server whether it still has the attribute the
+    /// URL asks for (the readiness ping, one round trip); one that lost it
+    /// (a primary turned standby) is closed, as after a write refused as
+    /// read-only.
+    pub(super) async fn confirm(&mut self) -> Result<(), RepositoryError> {
+        let Some(pool) = self.connection.as_ref().and_then(Object::pool) else {
+            return Err(RepositoryError::unavailable("the connection was closed"));
+        };
+        let hosts = Arc::clone(&pool.manager().hosts);
+        let state = self.run(ServerState::read).await?;
+        if state.fits(hosts.attrs()) {
+            return Ok(());
+        }
+        let host = self.host().unwrap_or_default();
+        if let Some(connection) = self.connection.as_mut() {
+            // Closed when the lease drops, with the idle ones to its host.
+            connection.read_only = true;
+        }
+        Err(RepositoryError::unavailable(format!(
+            "{} no longer gives a {} session",
+            hosts.label(host),
+            hosts.attrs().name()
+        )))
+    }
+
+    /// The index of the host the connection is on.
+    pub(super) fn host(&self) -> Option<usize> {
+        self.connection
+            .as_ref()
+            .map(|connection| connection.server.host)
+    }
+}
+
+/// Whether `error` is the server refusing a write as read-only
+/// (`read_only_sql_transaction`: a standby, or a read-only primary).
+fn is_read_only(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|error| error.code())
+        .is_some_and(|code| code == "25006")
+}
+
+/// Closes the idle connections to `host`, whose server refused a write as
+/// read-only: each would fail its next write alike. Those lent out are
+/// closed as their own writes fail.
+fn forget_host(pool: &Pool, host: usize) {
+    let removed = pool
+        .retain(|connection, _| connection.server.host != host)
+        .removed;
+    tracing::warn!(
+        host = %pool.manager().hosts.label(host),
+        idle_closed = removed.len(),
+        "the database refused a write as read-only; its connections are closed"
+    );
 }
 
 impl Drop for Lease {
     /// A connection the deadline cut may be stuck on a socket that answers
     /// nothing: taken out of the pool and dropped (its socket closed, which
     /// makes the server roll back any transaction open on it), so no later
-    /// request waits on it.
+    /// request waits on it. One whose server refused a write as read-only
+    /// is dropped alike, and the idle connections to the same host with it
+    /// (`recycle` also refuses it, should it ever come back).
     fn drop(&mut self) {
-        if self.expired
+        let read_only = self
+            .connection
+            .as_ref()
+            .is_some_and(|connection| connection.read_only);
+        if read_only
+            && let Some(connection) = self.connection.as_ref()
+            && let Some(pool) = Object::pool(connection)
+        {
+            forget_host(&pool, connection.server.host);
+        }
+        if (self.expired || read_only)
             && let Some(connection) = self.connection.take()
         {
             drop(Object::take(connection));
@@ -329,7 +434,7 @@ mod tests {
     use std::time::Duration;
 
     use futures_util::{FutureExt, StreamExt};
-    use items_domain::{Id, ItemRepository, Name};
+    use items_domain::{self as items, Id, ItemRepository, Name};
 
     use crate::postgres::PostgresStore;
     use items_testkit::postgres::{ScratchDatabase, test_database_url};
@@ -423,6 +528,123 @@ mod tests {
         proxy.thaw();
         let kept = items.get(Id::new(1)).await.expect("answered again");
         assert_eq!(kept.map(|item| item.name), Some(name("kept")));
+        store.close().await;
+        database.drop().await;
+    }
+
+    #[tokio::test]
+    async fn a_connection_whose_write_is_refused_as_read_only_is_closed_not_lent_again() {
+        use sqlx::{Connection as _, Executor as _};
+
+        let (store, database) = one_connection().await;
+        let items = store.items();
+        items.create(name("before")).await.expect("created");
+        assert_eq!(store.pool.status().size, 1);
+        // What a primary turned standby answers every write: SQLSTATE 25006.
+        let mut admin = sqlx::PgConnection::connect_with(&database.options())
+            .await
+            .expect("the test connects");
+        admin
+            .execute(
+                "create function refuse() returns trigger language plpgsql as $$ begin \
+                 raise exception 'read-only' using errcode = '25006'; end $$; \
+                 create trigger refuse before update on items \
+                 for each row execute function refuse()",
+            )
+            .await
+            .expect("the trigger is made");
+
+        let renamed = items::Item {
+            id: Id::new(1),
+            name: name("after"),
+        };
+        let error = items
+            .replace(&renamed, None)
+            .await
+            .expect_err("refused as read-only");
+        assert!(
+            format!("{error:?}").contains("25006"),
+            "the cause is the refusal: {error:?}"
+        );
+        assert_eq!(
+            store.pool.status().size,
+            0,
+            "the refused connection was closed"
+        );
+
+        admin
+            .execute("drop trigger refuse on items")
+            .await
+            .expect("the trigger goes");
+        items
+            .replace(&renamed, None)
+            .await
+            .expect("written on a new connection");
+        let _ = admin.close().await;
+        store.close().await;
+        database.drop().await;
+    }
+
+    #[tokio::test]
+    async fn with_read_write_asked_a_read_only_server_gives_no_connection_until_it_is_writable() {
+        use sqlx::{Connection as _, Executor as _};
+
+        use crate::postgres::PostgresSettings;
+
+        let database = ScratchDatabase::create(&test_database_url())
+            .await
+            .expect("a scratch database");
+        let url = format!("{}?target_session_attrs=read-write", database.url());
+        let settings = PostgresSettings {
+            pool_size: 2,
+            statement_timeout: Duration::from_millis(500),
+        };
+        let store = PostgresStore::connect_url(&url, settings, Duration::from_secs(5))
+            .await
+            .expect("connects and migrates");
+        let items = store.items();
+        items.create(name("kept")).await.expect("created");
+        let mut admin = sqlx::PgConnection::connect_with(&database.options())
+            .await
+            .expect("the test connects");
+        let database_name = database
+            .options()
+            .get_database()
+            .unwrap_or_default()
+            .to_owned();
+        admin
+            .execute(
+                format!(
+                    "alter database \"{database_name}\" set default_transaction_read_only = on"
+                )
+                .as_str(),
+            )
+            .await
+            .expect("the database turns read-only for new sessions");
+        store.close().await;
+        let store = PostgresStore::connect_url(&url, settings, Duration::from_millis(300))
+            .await
+            .expect_err("no read-write session to start on");
+        let text = crate::report::ErrorChain(&store).to_string();
+        assert!(
+            text.contains("no host of the database URL gave a read-write session")
+                && text.contains("read-only"),
+            "{text}"
+        );
+
+        admin
+            .execute(
+                format!("alter database \"{database_name}\" reset default_transaction_read_only")
+                    .as_str(),
+            )
+            .await
+            .expect("writable again");
+        let store = PostgresStore::connect_url(&url, settings, Duration::from_secs(5))
+            .await
+            .expect("connects once writable");
+        let kept = store.items().get(Id::new(1)).await.expect("answered");
+        assert_eq!(kept.map(|item| item.name), Some(name("kept")));
+        let _ = admin.close().await;
         store.close().await;
         database.drop().await;
     }

@@ -9,15 +9,15 @@
 //! it commits or rolls back, so a service using the destination meanwhile
 //! would see its writes wait: stop it first.
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use items_domain::transfer::{Counters, Counts, SnapshotSource, StoreSink};
 use items_domain::{Id, Item, Product, RepositoryError};
-use sqlx::postgres::{PgConnectOptions, PgConnection};
-use sqlx::{Connection as _, Executor as _};
+use sqlx::Executor as _;
+use sqlx::postgres::PgConnection;
 
+use super::hosts::Hosts;
 use super::{ConnectError, MIGRATOR, quiet, unavailable};
 use crate::sql::rows::{ItemRow, ProductRow, page_bounds, stored_items, stored_products};
 
@@ -35,11 +35,14 @@ pub enum BeginError {
     Begin(#[source] sqlx::Error),
 }
 
-/// Connects once to `url`.
+/// Connects once to `url`: to the first of its hosts that fits, when it
+/// lists several (`hosts`).
 async fn connect(url: &str) -> Result<PgConnection, ConnectError> {
-    let options = quiet(PgConnectOptions::from_str(url).map_err(ConnectError::InvalidUrl)?);
-    match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await {
-        Ok(Ok(connection)) => Ok(connection),
+    let hosts = Hosts::from_url(url)
+        .map_err(ConnectError::InvalidUrl)?
+        .map_options(quiet);
+    match tokio::time::timeout(CONNECT_TIMEOUT, hosts.connect(CONNECT_TIMEOUT)).await {
+        Ok(Ok(opened)) => Ok(opened.raw),
         Ok(Err(source)) if super::is_permanent(&source) => Err(ConnectError::Refused(source)),
         Ok(Err(source)) => Err(ConnectError::Unreachable {
             waited: Duration::ZERO,

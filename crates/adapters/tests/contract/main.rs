@@ -1,7 +1,8 @@
 //! The port contracts of the kit (`items_testkit`), run against this
 //! crate's adapters exactly as an outside adapter runs them: one line each.
 //! PostgreSQL runs on the server of `TEST_DATABASE_URL` (the local one by
-//! default), each test on a scratch database of its own; SQLite on a fresh
+//! default), each test on a scratch database of its own, also through a
+//! URL listing two hosts whose first refuses; SQLite on a fresh
 //! file per test (`sqlite_store` holds the store's own promises besides).
 
 #[path = "../support/scratch_store.rs"]
@@ -36,5 +37,8 @@ fn in_memory() -> Repositories {
 
 items_testkit::contract_tests!(repositories in_memory = in_memory());
 items_testkit::contract_tests!(repositories postgres = ScratchStore::create().await);
+items_testkit::contract_tests!(
+    repositories postgres_second_of_two_hosts = ScratchStore::behind_a_refusing_host().await
+);
 items_testkit::contract_tests!(repositories sqlite = SqliteFile::create().await);
 items_testkit::contract_tests!(upload_store disk = UploadDirectory::open());

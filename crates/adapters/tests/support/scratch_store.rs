@@ -61,6 +61,52 @@ impl ScratchStore {
     }
 }
 
+impl ScratchStore {
+    /// Connects to a fresh scratch database through a URL listing two
+    /// hosts, `target_session_attrs=read-write`: first a loopback port
+    /// nobody listens on, which refuses, then the test server. Every
+    /// connection the store opens tries the refusing host only while it
+    /// has not yet settled on the live one.
+    ///
+    /// # Panics
+    /// As [`ScratchStore::create`].
+    #[allow(dead_code)] // used by the contract tests only
+    pub async fn behind_a_refusing_host() -> Self {
+        let database = ScratchDatabase::create(&test_database_url())
+            .await
+            .expect("a scratch database on the test server");
+        let url = with_a_refusing_host_first(&database.url(), refusing_port());
+        let store =
+            PostgresStore::connect_url(&url, PostgresSettings::default(), Duration::from_secs(5))
+                .await
+                .expect("connects through the second host and migrates");
+        Self { store, database }
+    }
+}
+
+/// A loopback port nobody listens on: bound by the system, then let go.
+#[allow(dead_code)] // used by the contract tests only
+fn refusing_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}
+
+/// `url` with `127.0.0.1:PORT` listed before its host and
+/// `target_session_attrs=read-write` among its parameters.
+#[allow(dead_code)] // used by the contract tests only
+fn with_a_refusing_host_first(url: &str, port: u16) -> String {
+    let authority = url.find("://").map_or(0, |at| at + 3);
+    let host = url[authority..]
+        .find('@')
+        .map_or(authority, |at| authority + at + 1);
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!(
+        "{}127.0.0.1:{port},{}{separator}target_session_attrs=read-write",
+        &url[..host],
+        &url[host..]
+    )
+}
+
 impl Fixture for ScratchStore {
     async fn teardown(self) {
         self.store.close().await;

@@ -5,6 +5,7 @@ use std::net::TcpListener;
 use std::sync::{Arc, OnceLock};
 
 use actix_web::dev::ServerHandle;
+use items_adapters::http::admin::Detail;
 use items_adapters::http::metrics::{REQUEST_DURATION, REQUEST_DURATION_BUCKETS, describe};
 use items_adapters::http::{AdminServer, ApiDocs, Readiness, RenderMetrics};
 use items_domain::{DependencyDown, HealthCheck, ports::MockHealthCheck};
@@ -73,9 +74,12 @@ async fn spawn_admin_with(
     needed: Vec<Arc<dyn HealthCheck>>,
     degradable: Vec<Arc<dyn HealthCheck>>,
 ) -> TestAdmin {
+    spawn_ready_with(Readiness::new(needed, degradable)).await
+}
+
+async fn spawn_ready_with(readiness: Arc<Readiness>) -> TestAdmin {
     let recorder = recorder().clone();
     let render: RenderMetrics = Arc::new(move || recorder.render());
-    let readiness = Readiness::new(needed, degradable);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let server = AdminServer::bind(
         listener,
@@ -133,6 +137,36 @@ async fn readyz_answers_200_when_every_dependency_answers_c11() {
     assert_eq!(body["status"], "ready");
     assert_eq!(body["checks"]["database"], "ok");
     assert_eq!(body["checks"]["redis"], "ok");
+}
+
+#[actix_web::test]
+async fn readyz_adds_a_dependencys_detail_to_its_ok_and_only_there_c11() {
+    let detail: Detail = Arc::new(|| Some("writing to db2:5433".to_owned()));
+    let answering = spawn_ready_with(Readiness::with_details(
+        vec![dependency("database", true), dependency("redis", true)],
+        Vec::new(),
+        vec![("database", Arc::clone(&detail))],
+    ))
+    .await;
+    let failing = spawn_ready_with(Readiness::with_details(
+        vec![dependency("database", false)],
+        Vec::new(),
+        vec![("database", detail)],
+    ))
+    .await;
+
+    let answered: Value = answering.get("/readyz").await.json().await.unwrap();
+    let failed = failing.get("/readyz").await;
+
+    assert_eq!(answered["checks"]["database"], "ok: writing to db2:5433");
+    assert_eq!(answered["checks"]["redis"], "ok");
+    assert_eq!(failed.status(), 503);
+    let failed: Value = failed.json().await.unwrap();
+    let why = failed["checks"]["database"].as_str().unwrap();
+    assert!(
+        why.contains("connection refused") && !why.contains("db2"),
+        "{why}"
+    );
 }
 
 #[actix_web::test]

@@ -11,14 +11,14 @@
 //! Run them alone with `cargo test -p items-app --test e2e crash -- --nocapture`
 //! to see the figures; `CRASH_SEED=<seed>` repeats a run's choices.
 
-mod check;
-mod history;
-mod load;
+pub mod check;
+pub mod history;
+pub mod load;
 mod model;
 mod postgres;
 mod retry;
-mod rng;
-mod rounds;
+pub mod rng;
+pub mod rounds;
 mod self_check;
 mod sqlite;
 

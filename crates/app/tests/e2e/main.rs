@@ -23,6 +23,7 @@ mod connections;
 mod copy;
 mod crash;
 mod drain;
+mod failover;
 mod fleet;
 mod library;
 mod lifecycle;

@@ -105,6 +105,22 @@ fn an_unusable_uploads_dir_exits_2_with_one_line_naming_it_c1_c5() {
 }
 
 #[test]
+fn a_broken_host_list_in_database_url_exits_2_naming_it_c1() {
+    for url in [
+        "postgres://u@db1:5432,,db2:5432/items",
+        "postgres://u@db1:5432,db2:99999/items",
+        "postgres://u@db1,::1/items?target_session_attrs=read-write",
+        "postgres://u@db1,db2/items?target_session_attrs=writable",
+        "postgres://u@db1,db2/items?port=5433",
+    ] {
+        let (status, _, stderr) = run_to_exit(&[("DATABASE_URL", url), ("PORT", "0")], &[]);
+
+        assert_eq!(status.code(), Some(2), "{url}: {stderr}");
+        assert_one_line_naming(&stderr, "DATABASE_URL");
+    }
+}
+
+#[test]
 fn every_start_up_failure_is_one_line_naming_the_program_once_c1() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken = taken.local_addr().unwrap().port().to_string();

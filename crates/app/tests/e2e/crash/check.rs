@@ -103,6 +103,7 @@ mod tests {
             writer: 0,
             write,
             outcome,
+            receipt: None,
         }
     }
 

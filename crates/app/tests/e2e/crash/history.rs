@@ -1,10 +1,13 @@
 //! What the writers did: each write they sent, and what they learned of
 //! its fate: acknowledged (a 2xx arrived, so C12 says it is committed),
-//! refused (a definite answer such as 503, which C12 says wrote nothing),
-//! or unknown (no answer: the connection was reset, or it timed out); and
-//! the requests that found no process to connect to.
+//! refused (a definite answer such as 503, which C12 says wrote nothing;
+//! a 504 says the outcome is unknown), or unknown (no answer: the
+//! connection was reset, or it timed out); and the requests that found no
+//! process to connect to. With each, when it was sent, how long its answer
+//! took and whether a 2xx body could be read ([`Receipt`]).
 
 use std::fmt;
+use std::time::{Duration, Instant};
 
 /// One write a writer sent. Every name is unique to its write
 /// (`c<round>.<writer>.<n>` for creates, `p…` for replaces), so a name in the
@@ -62,6 +65,24 @@ pub struct Op {
     pub writer: usize,
     pub write: Write,
     pub outcome: Outcome,
+    /// When it went and came back (the load's writers record it).
+    pub receipt: Option<Receipt>,
+}
+
+/// When a write was sent, how long its answer took, and what was wrong with
+/// a 2xx body that could not be read as the write's answer.
+#[derive(Debug, Clone)]
+pub struct Receipt {
+    pub sent: Instant,
+    pub took: Duration,
+    pub unreadable: Option<String>,
+}
+
+impl Receipt {
+    /// When the answer (or the failure) came.
+    pub fn answered(&self) -> Instant {
+        self.sent + self.took
+    }
 }
 
 impl fmt::Display for Op {

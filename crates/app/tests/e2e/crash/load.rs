@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use reqwest::header::{LOCATION, RETRY_AFTER};
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-use super::history::{Op, Outcome, Write};
+use super::history::{Op, Outcome, Receipt, Write};
 use super::rng::Rng;
 
 /// How many writers run at once.
@@ -129,7 +129,13 @@ impl Writer {
         let mut ops = Vec::new();
         while !stop.load(Ordering::SeqCst) {
             let mut write = self.choose();
-            let outcome = send(&self.http, &self.base, &mut write).await;
+            let sent = Instant::now();
+            let (outcome, unreadable) = send_and_read(&self.http, &self.base, &mut write).await;
+            let receipt = Receipt {
+                sent,
+                took: sent.elapsed(),
+                unreadable,
+            };
             match (&outcome, &write) {
                 (Outcome::Acknowledged, Write::Create { id: Some(id), .. }) => self.owned.push(*id),
                 (Outcome::Acknowledged, Write::Delete { id }) => self.disown(*id),
@@ -151,6 +157,7 @@ impl Writer {
                 writer: self.number,
                 write,
                 outcome,
+                receipt: Some(receipt),
             });
             if gone {
                 break;
@@ -186,6 +193,55 @@ impl Writer {
 /// Sends `write` to the service at `base` and says what came of it; a
 /// create's id is filled in from the answer's `Location`.
 pub async fn send(http: &reqwest::Client, base: &str, write: &mut Write) -> Outcome {
+    send_and_read(http, base, write).await.0
+}
+
+/// [`send`], and what was wrong with a 2xx body that does not read as the
+/// write's answer (the item as written; nothing after a `DELETE`).
+pub async fn send_and_read(
+    http: &reqwest::Client,
+    base: &str,
+    write: &mut Write,
+) -> (Outcome, Option<String>) {
+    let outcome = send_only(http, base, write).await;
+    match outcome {
+        Answered::Body(status, body) => (Outcome::Acknowledged, unreadable(write, status, &body)),
+        Answered::Not(outcome) => (outcome, None),
+    }
+}
+
+/// A 2xx status and its body as read (or why it could not be), or any
+/// other outcome.
+enum Answered {
+    Body(u16, Result<Vec<u8>, String>),
+    Not(Outcome),
+}
+
+/// What is wrong with `body`, the answer to the acknowledged `write`.
+fn unreadable(write: &Write, status: u16, body: &Result<Vec<u8>, String>) -> Option<String> {
+    let body = match body {
+        Ok(body) => body,
+        Err(error) => return Some(format!("{status}: the body was cut: {error}")),
+    };
+    let item = || serde_json::from_slice::<Value>(body).ok();
+    let fits = match write {
+        Write::Create { name, id } => item().is_some_and(|item| {
+            status == 201 && item["name"] == name.as_str() && item["id"].as_i64() == *id
+        }),
+        Write::Replace { id, name } => item().is_some_and(|item| {
+            status == 200 && item["name"] == name.as_str() && item["id"].as_i64() == Some(*id)
+        }),
+        Write::Delete { .. } => status == 204 && body.is_empty(),
+    };
+    (!fits).then(|| {
+        format!(
+            "{status} {:?} does not answer {write}",
+            String::from_utf8_lossy(body)
+        )
+    })
+}
+
+async fn send_only(http: &reqwest::Client, base: &str, write: &mut Write) -> Answered {
     let request = match write {
         // Every create carries a key, its unique name, so one of unknown
         // outcome can be retried safely after the restart (C7, `retry.rs`).
@@ -201,11 +257,11 @@ pub async fn send(http: &reqwest::Client, base: &str, write: &mut Write) -> Outc
     let response = match request.send().await {
         Ok(response) => response,
         // No connection: hyper sends nothing before it has one.
-        Err(error) if error.is_connect() => return Outcome::NotSent,
+        Err(error) if error.is_connect() => return Answered::Not(Outcome::NotSent),
         Err(error) => {
-            return Outcome::Unknown {
+            return Answered::Not(Outcome::Unknown {
                 reason: no_answer(&error),
-            };
+            });
         }
     };
     let status = response.status();
@@ -213,10 +269,10 @@ pub async fn send(http: &reqwest::Client, base: &str, write: &mut Write) -> Outc
         let retry_after = response.headers().contains_key(RETRY_AFTER);
         // Read to the end so the connection can carry the next request.
         let _ = response.bytes().await;
-        return Outcome::Refused {
+        return Answered::Not(Outcome::Refused {
             status: status.as_u16(),
             retry_after,
-        };
+        });
     }
     if let Write::Create { id, .. } = write {
         *id = response
@@ -228,13 +284,17 @@ pub async fn send(http: &reqwest::Client, base: &str, write: &mut Write) -> Outc
         if id.is_none() {
             // Committed, but under an id nobody can name: leave it to the
             // checker as a create of unknown fate.
-            return Outcome::Unknown {
+            return Answered::Not(Outcome::Unknown {
                 reason: format!("{status} without a Location"),
-            };
+            });
         }
     }
-    let _ = response.bytes().await;
-    Outcome::Acknowledged
+    let body = response
+        .bytes()
+        .await
+        .map(|body| body.to_vec())
+        .map_err(|error| error.to_string());
+    Answered::Body(status.as_u16(), body)
 }
 
 fn no_answer(error: &reqwest::Error) -> String {

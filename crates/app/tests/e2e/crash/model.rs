@@ -44,6 +44,8 @@ impl Model {
         let uncertain = match &op.outcome {
             Outcome::Acknowledged | Outcome::NotSent => false,
             Outcome::Unknown { .. } => true,
+            // C12: a 504 says the write may have been applied.
+            Outcome::Refused { status: 504, .. } => true,
             Outcome::Refused { .. } => refusals == Refusals::InDoubt,
         };
         let refused = op.outcome != Outcome::Acknowledged && !uncertain;

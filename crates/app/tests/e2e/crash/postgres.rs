@@ -201,6 +201,7 @@ async fn first_write_after(base: &str, cut: usize, probes: &mut Vec<Op>) -> Dura
             writer: WRITERS,
             write,
             outcome,
+            receipt: None,
         });
         if written {
             break;

@@ -1,0 +1,384 @@
+//! Losing the PostgreSQL primary loses nothing (C12): the built binary on
+//! a `DATABASE_URL` listing a primary and its streaming standby
+//! (`target_session_attrs=read-write`, a statement budget of 1 s), eight
+//! writers creating, replacing and deleting items through it (the crash
+//! tests' load and checker), the primary's postmaster killed with
+//! `SIGKILL`, the standby promoted by the test (`pg_ctl promote`), and the
+//! service left to find the new primary by itself. Each round then checks,
+//! from the listing the service serves afterwards:
+//!
+//! - no acknowledged write is lost: every 2xx create is there with its
+//!   name, every 2xx replace's name (or a later write's) is current, every
+//!   2xx delete is gone; a 503 wrote nothing; a 504 may have;
+//! - no id is handed out twice, over all rounds;
+//! - every 2xx body reads as the write's answer;
+//! - writes are answered 2xx again within [`RESUMED_WITHIN`] of the
+//!   promotion;
+//! - no request took longer than [`LONGEST_REQUEST`]: the budget, the
+//!   commit's grace and the fate lookup's, and slack for HTTP;
+//! - `/readyz` says 503 while no host takes writes, then names the new
+//!   primary; `/metrics` counts the failovers.
+//!
+//! The old primary is then rebuilt as the new standby (`pg_basebackup`)
+//! and the next round kills the other server. With asynchronous
+//! replication the acknowledged writes lost per round are only reported.
+//! And a commit no synchronous standby confirmed (the standby stopped) is
+//! answered 504, never 2xx, and stays invisible until the standby is back.
+//!
+//! `FAILOVER_ROUNDS` sets the rounds (6 by default for synchronous
+//! replication, 3 for asynchronous, so the three tests take one to two
+//! minutes; `FAILOVER_ROUNDS=10` for the figures); run them alone with
+//! `cargo test -p items-app --test e2e failover -- --nocapture` to see the
+//! figures; `CRASH_SEED=<seed>` repeats a run's choices.
+
+mod cluster;
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::crash::check::{Refusals, check};
+use crate::crash::history::{Op, Outcome, Tally, Write};
+use crate::crash::load::Load;
+use crate::crash::rng::{self, Rng};
+use crate::crash::rounds::read_all;
+use crate::helpers::Service;
+use cluster::{Pair, Replication};
+
+/// The service's statement budget (`DATABASE_STATEMENT_TIMEOUT_MS`).
+const BUDGET: Duration = Duration::from_millis(1000);
+
+/// The longest a request may take: the budget, up to a budget more for a
+/// sent commit's answer, up to a budget more for its fate (each of the two
+/// at most 1 s), and 1 s for HTTP and a loaded machine.
+const LONGEST_REQUEST: Duration = Duration::from_millis(4000);
+
+/// Writes must be answered 2xx again this soon after the promotion.
+const RESUMED_WITHIN: Duration = Duration::from_secs(5);
+
+/// The rounds of a run: `FAILOVER_ROUNDS`, else `default`.
+fn rounds(default: usize) -> usize {
+    std::env::var("FAILOVER_ROUNDS")
+        .ok()
+        .and_then(|rounds| rounds.parse().ok())
+        .filter(|rounds| *rounds > 0)
+        .unwrap_or(default)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_primary_under_synchronous_replication_loses_no_acknowledged_write_c12() {
+    let report = failover_rounds(Replication::Synchronous, rounds(6)).await;
+
+    assert_eq!(
+        report.lost_per_round.iter().sum::<usize>(),
+        0,
+        "{report:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_primary_under_asynchronous_replication_resumes_and_reports_what_was_lost() {
+    let report = failover_rounds(Replication::Asynchronous, rounds(3)).await;
+
+    eprintln!(
+        "asynchronous replication: acknowledged writes lost per round {:?} (not asserted: \
+         at most the replication lag at the kill)",
+        report.lost_per_round
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_no_synchronous_standby_confirmed_is_never_acknowledged_c12() {
+    let pair = Pair::start(Replication::Synchronous).await;
+    let url = pair.database_url();
+    let budget = BUDGET.as_millis().to_string();
+    let service = Service::start(&[
+        ("DATABASE_URL", url.as_str()),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", budget.as_str()),
+        ("RATE_LIMIT_MAX", "0"),
+    ])
+    .await;
+    let before = service.client.create_item("before").await;
+    pair.stop_standby();
+
+    let started = Instant::now();
+    let response = service
+        .client
+        .post_json("/items", &serde_json::json!({ "name": "unconfirmed" }))
+        .await;
+    let took = started.elapsed();
+    let status = response.status();
+    let problem: Value = response.json().await.unwrap_or_default();
+
+    // PostgreSQL would have answered the commit as a success at the
+    // statement timeout, committed on the primary only.
+    assert_eq!(status, 504, "{problem}");
+    assert!(
+        problem["type"]
+            .as_str()
+            .is_some_and(|kind| kind.contains("outcome-unknown")),
+        "{problem}"
+    );
+    assert!(took <= LONGEST_REQUEST, "answered after {took:?}");
+    let mut direct = pair.primary().connect_to("items").await;
+    let visible: i64 = sqlx::query_scalar("select count(*) from items where name = 'unconfirmed'")
+        .fetch_one(&mut direct)
+        .await
+        .unwrap();
+    assert_eq!(visible, 0, "not visible before a standby has it");
+
+    pair.start_standby();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let visible: i64 =
+            sqlx::query_scalar("select count(*) from items where name = 'unconfirmed'")
+                .fetch_one(&mut direct)
+                .await
+                .unwrap();
+        if visible == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the waiting commit never completed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(before["id"].as_i64().is_some());
+}
+
+/// The figures of a run.
+#[derive(Debug, Default)]
+struct Report {
+    rounds: usize,
+    tally: Tally,
+    /// Acknowledged writes the new primary does not show, per round.
+    lost_per_round: Vec<usize>,
+    /// From the promotion to the first write answered 2xx, per round.
+    gaps: Vec<Duration>,
+    longest_request: Duration,
+    /// 504s: writes whose fate the service could not learn.
+    outcome_unknown: usize,
+    elapsed: Duration,
+}
+
+async fn failover_rounds(replication: Replication, rounds: usize) -> Report {
+    let started = Instant::now();
+    let seed = rng::seed();
+    let label = match replication {
+        Replication::Synchronous => "synchronous",
+        Replication::Asynchronous => "asynchronous",
+    };
+    println!("failover test, {label} replication: seed {seed} (CRASH_SEED={seed} repeats it)");
+    let dice = Rng::new(seed);
+    let mut pair = Pair::start(replication).await;
+    let url = pair.database_url();
+    let budget = BUDGET.as_millis().to_string();
+    let service = Service::start(&[
+        ("DATABASE_URL", url.as_str()),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", budget.as_str()),
+        ("RATE_LIMIT_MAX", "0"),
+        ("ADMIN_PORT", "0"),
+    ])
+    .await;
+    let admin = service.admin();
+    let mut report = Report::default();
+    let mut items: BTreeMap<i64, String> = BTreeMap::new();
+    let mut ids_seen: HashSet<i64> = HashSet::new();
+    for round in 1..=rounds {
+        let mut round_dice = dice.fork(round as u64);
+        let load = Load::start(service.client.port, &items, round, &round_dice);
+        load.until_first_acknowledged().await;
+        tokio::time::sleep(round_dice.millis(300, 1200)).await;
+
+        let killed = pair.primary().name;
+        pair.kill_primary();
+        let refused = not_ready_while_no_host_writes(&admin).await;
+        pair.promote_standby().await;
+        let promoted = Instant::now();
+        let acknowledged = load.acknowledged();
+        let deadline = promoted + RESUMED_WITHIN * 4;
+        while load.acknowledged() == acknowledged && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let ops = load.finish().await;
+
+        let primary = pair.primary();
+        let ready = wait_ready(&admin).await;
+        let expected = format!("ok: writing to 127.0.0.1:{}", primary.port);
+        assert_eq!(ready["checks"]["database"], expected.as_str(), "{ready}");
+
+        let listed = read_all(&service.client).await;
+        let verdict = check(&items, &ops, Refusals::WroteNothing, &listed);
+        let tally = Tally::of(&ops);
+        let gap = first_answer_after(&ops, promoted);
+        let longest = ops
+            .iter()
+            .filter_map(|op| op.receipt.as_ref())
+            .map(|receipt| receipt.took)
+            .max()
+            .unwrap_or_default();
+        let unknown = ops
+            .iter()
+            .filter(|op| matches!(op.outcome, Outcome::Refused { status: 504, .. }))
+            .count();
+        println!(
+            "  {label} round {round}: killed {killed}, {} acknowledged, {} refused, {unknown} \
+             outcome unknown (504), {} lost; 503 /readyz before the promotion: {refused}; \
+             writes answered {} ms after the promotion; longest request {} ms",
+            tally.acknowledged,
+            tally.refused,
+            verdict.lost.len(),
+            gap.map_or("never".to_owned(), |gap| gap.as_millis().to_string()),
+            longest.as_millis(),
+        );
+
+        if replication == Replication::Synchronous {
+            assert!(
+                verdict.is_clean(),
+                "{label} round {round}, seed {seed}: {} acknowledged writes lost, {} phantoms\n{}",
+                verdict.lost.len(),
+                verdict.phantoms.len(),
+                verdict.describe(50)
+            );
+        } else if !verdict.is_clean() {
+            eprintln!("{}", verdict.describe(10));
+        }
+        let gap =
+            gap.unwrap_or_else(|| panic!("round {round}: no write answered after the promotion"));
+        assert!(
+            gap <= RESUMED_WITHIN,
+            "round {round}: writes answered again {gap:?} after the promotion"
+        );
+        assert!(
+            longest <= LONGEST_REQUEST,
+            "round {round}: a request took {longest:?}, over {LONGEST_REQUEST:?}"
+        );
+        let unreadable: Vec<String> = ops
+            .iter()
+            .filter_map(|op| op.receipt.as_ref()?.unreadable.clone())
+            .collect();
+        assert!(
+            unreadable.is_empty(),
+            "round {round}: 2xx bodies that do not read: {unreadable:?}"
+        );
+        if replication == Replication::Synchronous {
+            let reused = reused_ids(&ops, &mut ids_seen);
+            assert!(
+                reused.is_empty(),
+                "round {round}: ids handed out again: {reused:?}"
+            );
+        }
+        ids_seen.extend(listed.iter().map(|(id, _)| *id));
+
+        report.rounds += 1;
+        report.tally.add(tally);
+        report.lost_per_round.push(verdict.lost.len());
+        report.gaps.push(gap);
+        report.longest_request = report.longest_request.max(longest);
+        report.outcome_unknown += unknown;
+        items = listed.into_iter().collect();
+
+        pair.rebuild_standby(1 - pair.primary).await;
+    }
+
+    let metrics = admin.get("/metrics").await.text().await.unwrap_or_default();
+    let failovers = counter(&metrics, "database_failovers_total");
+    let refusals = counter(&metrics, "database_read_only_refusals_total");
+    assert!(
+        failovers >= rounds as f64,
+        "{failovers} failovers counted for {rounds} rounds:\n{metrics}"
+    );
+    assert!(metrics.contains("# HELP database_failovers_total"));
+    assert!(metrics.contains("# HELP database_read_only_refusals_total"));
+    drop(service);
+    drop(pair);
+
+    report.elapsed = started.elapsed();
+    let mut gaps = report.gaps.clone();
+    gaps.sort();
+    println!(
+        "failover test, {label} replication: {} rounds in {:.1} s; {} acknowledged, {} refused, \
+         {} outcome unknown (504); acknowledged writes lost per round {:?}; writes answered \
+         again after the promotion: p50 {} ms, max {} ms; longest request {} ms (bound {} ms); \
+         failovers counted {failovers}, read-only refusals {refusals}",
+        report.rounds,
+        report.elapsed.as_secs_f64(),
+        report.tally.acknowledged,
+        report.tally.refused,
+        report.outcome_unknown,
+        report.lost_per_round,
+        gaps.get(gaps.len() / 2).map_or(0, Duration::as_millis),
+        gaps.last().map_or(0, Duration::as_millis),
+        report.longest_request.as_millis(),
+        LONGEST_REQUEST.as_millis(),
+    );
+    report
+}
+
+/// Polls `/readyz` until it answers 503 (no host takes writes: the
+/// primary is dead, the standby read-only), at most a second; says whether
+/// it did.
+async fn not_ready_while_no_host_writes(admin: &crate::helpers::Client) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        let response = admin.get("/readyz").await;
+        if response.status() == 503 {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// `/readyz` once it answers 200, as JSON.
+async fn wait_ready(admin: &crate::helpers::Client) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let response = admin.get("/readyz").await;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or_default();
+        if status == 200 {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "/readyz still {status}: {body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// How long after `promoted` the first write was answered 2xx.
+fn first_answer_after(ops: &[Op], promoted: Instant) -> Option<Duration> {
+    ops.iter()
+        .filter(|op| op.outcome == Outcome::Acknowledged)
+        .filter_map(|op| op.receipt.as_ref())
+        .map(|receipt| receipt.answered())
+        .filter(|answered| *answered >= promoted)
+        .min()
+        .map(|answered| answered - promoted)
+}
+
+/// Acknowledged creates whose id was seen before (acknowledged, or listed,
+/// in an earlier round or this one); records the new ones.
+fn reused_ids(ops: &[Op], seen: &mut HashSet<i64>) -> Vec<i64> {
+    let mut reused = Vec::new();
+    for op in ops {
+        if let (Outcome::Acknowledged, Write::Create { id: Some(id), .. }) =
+            (&op.outcome, &op.write)
+            && !seen.insert(*id)
+        {
+            reused.push(*id);
+        }
+    }
+    reused
+}
+
+/// The value of an unlabelled counter in Prometheus text.
+fn counter(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
+}
