@@ -20,10 +20,10 @@
 //! its socket may be stuck, and a transaction open on it is rolled back by
 //! the server when the connection goes. Writes run in an explicit
 //! transaction whose `commit` is sent only before the deadline, so a write
-//! answered 503 is not committed later — except when the `commit` itself
-//! was on its way when the server stalled: that write may be committed
-//! though the client got 503 (the `Idempotency-Key` of C7 is the client's
-//! answer to that case).
+//! answered 503 is not committed later; a `commit` already sent is awaited
+//! past the deadline and, without its answer, the transaction's fate is
+//! asked of the server (`fate.rs`): a 503 always means nothing was written
+//! (C12).
 
 use std::time::Duration;
 
