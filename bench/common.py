@@ -284,6 +284,15 @@ def binary_named(word):
     return {"service": SERVICE, "baseline": BASELINE}.get(word, word)
 
 
+def specs_of(arguments, scenario, usage, at_least=2):
+    """The servers named by `arguments` (NAME=BINARY[:VAR=VALUE,...]), or a
+    usage message for `scenario` when fewer than `at_least` are named."""
+    specs = [parse_spec(argument) for argument in arguments]
+    if len(specs) < at_least:
+        raise SystemExit(f"usage: bench/run.py {scenario} {usage}")
+    return specs
+
+
 def parse_spec(argument, default_env=None):
     """NAME=BINARY[:VAR=VALUE,...] -> (name, binary, environment), the
     environment being `default_env` updated with the VAR=VALUE pairs.

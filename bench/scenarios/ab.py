@@ -35,9 +35,7 @@ def needs(arguments):
 
 
 def run(arguments):
-    specs = [common.parse_spec(argument) for argument in arguments]
-    if len(specs) < 2:
-        raise SystemExit(f"usage: bench/run.py ab {USAGE}")
+    specs = common.specs_of(arguments, "ab", USAGE)
     rounds = int(common.setting("AB_ROUNDS", "30"))
     seconds = int(common.setting("AB_SECONDS", "1"))
     path = common.setting("AB_PATH", "/")

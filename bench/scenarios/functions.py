@@ -70,9 +70,7 @@ def per_request(profile_file, requests):
 
 
 def run(arguments):
-    specs = [common.parse_spec(argument) for argument in arguments]
-    if not specs:
-        raise SystemExit(f"usage: bench/run.py functions {USAGE}")
+    specs = common.specs_of(arguments, "functions", USAGE, at_least=1)
     warm = int(common.setting("FUNCTIONS_WARM", "3000"))
     requests = int(common.setting("FUNCTIONS_REQUESTS", "5000"))
     shown = int(common.setting("FUNCTIONS_SHOWN", "30"))

@@ -61,9 +61,7 @@ def counted_run(name, binary, env, requests, path, directory):
 
 
 def run(arguments):
-    specs = [common.parse_spec(argument) for argument in arguments]
-    if not specs:
-        raise SystemExit(f"usage: bench/run.py icache {USAGE}")
+    specs = common.specs_of(arguments, "icache", USAGE, at_least=1)
     warm = int(common.setting("ICACHE_WARM", "2000"))
     few = int(common.setting("ICACHE_FEW", "1000"))
     many = int(common.setting("ICACHE_MANY", "6000"))

@@ -37,9 +37,7 @@ def needs(arguments):
 
 
 def run(arguments):
-    specs = [common.parse_spec(argument) for argument in arguments]
-    if len(specs) < 2:
-        raise SystemExit(f"usage: bench/run.py interleaved {USAGE}")
+    specs = common.specs_of(arguments, "interleaved", USAGE)
     rounds = int(common.setting("AB_ROUNDS", "10"))
     seconds = float(common.setting("AB_SECONDS", "6"))
     turn = float(common.setting("AB_SLICE", "0.1"))
