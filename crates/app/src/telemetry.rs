@@ -108,7 +108,7 @@ pub fn init(format: LogFormat) -> Result<Telemetry, String> {
             let _ = tracing_subscriber::registry()
                 .with(layer)
                 .with(
-                    lines(format, writer)
+                    lines_with_trace_ids(format, writer)
                         .with_filter(NotAClientFault)
                         .with_filter(filter),
                 )
@@ -143,6 +143,31 @@ where
             .json()
             .flatten_event(true)
             .with_writer(writer)
+            .boxed(),
+    }
+}
+
+/// [`lines`], each event logged inside a traced request ending with its
+/// span's ids (`traces::WithTraceIds`).
+#[cfg(feature = "otel")]
+fn lines_with_trace_ids<S>(
+    format: LogFormat,
+    writer: line_batches::LineBatches,
+) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'span> LookupSpan<'span>,
+{
+    match format {
+        LogFormat::Text => fmt::layer()
+            .with_ansi(false)
+            .with_writer(writer)
+            .map_event_format(|format| traces::WithTraceIds::new(format, false))
+            .boxed(),
+        LogFormat::Json => fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_writer(writer)
+            .map_event_format(|format| traces::WithTraceIds::new(format, true))
             .boxed(),
     }
 }

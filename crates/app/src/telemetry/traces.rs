@@ -24,6 +24,7 @@
 //! workers that serve requests.
 
 mod bounded;
+mod event_ids;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +44,7 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::registry::LookupSpan;
 
 pub use bounded::{DROPPED, describe_metrics};
+pub use event_ids::WithTraceIds;
 
 /// The service's name when `OTEL_SERVICE_NAME` does not give one.
 pub const SERVICE_NAME: &str = "items-service";
