@@ -235,7 +235,7 @@ impl Extractor for Headers<'_> {
 
 impl RequestTracer for OtelRequestTracer {
     fn continue_trace(&self, span: &Span, traceparent: Option<&str>, tracestate: Option<&str>) {
-        let Some(traceparent) = traceparent else {
+        let Some(traceparent) = traceparent.filter(|value| well_formed(value)) else {
             return;
         };
         let parent = self.propagator.extract(&Headers {
@@ -260,6 +260,32 @@ impl RequestTracer for OtelRequestTracer {
             trace_id: ids.trace_id().to_bytes(),
             span_id: ids.span_id().to_bytes(),
         })
+    }
+}
+
+/// Whether `traceparent` has W3C Trace Context's shape: version, trace
+/// id, parent id and flags in 2, 32, 16 and 2 lowercase hexadecimal digits
+/// (version `ff` is invalid; version `00` has exactly those four parts).
+/// The SDK's propagator also takes shorter ids, which the specification
+/// says to ignore.
+fn well_formed(traceparent: &str) -> bool {
+    let parts: Vec<&str> = traceparent.split('-').collect();
+    let hex = |part: &str, length: usize| {
+        part.len() == length
+            && part
+                .bytes()
+                .all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f'))
+    };
+    match parts.as_slice() {
+        [version, trace_id, parent_id, flags, rest @ ..] => {
+            hex(version, 2)
+                && *version != "ff"
+                && (rest.is_empty() || *version != "00")
+                && hex(trace_id, 32)
+                && hex(parent_id, 16)
+                && hex(flags, 2)
+        }
+        _ => false,
     }
 }
 
@@ -349,16 +375,17 @@ mod tests {
     #[test]
     fn a_malformed_traceparent_starts_a_new_trace_never_an_error_c11() {
         let tracer = OtelRequestTracer::default();
-        let parent = |traceparent| {
-            tracer
-                .propagator
-                .extract(&Headers {
-                    traceparent,
-                    tracestate: None,
-                })
-                .span()
-                .span_context()
-                .is_valid()
+        let parent = |traceparent: &str| {
+            well_formed(traceparent)
+                && tracer
+                    .propagator
+                    .extract(&Headers {
+                        traceparent,
+                        tracestate: None,
+                    })
+                    .span()
+                    .span_context()
+                    .is_valid()
         };
         assert!(parent(
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -371,6 +398,8 @@ mod tests {
             "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
             "zz-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
             "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
         ] {
             assert!(!parent(malformed), "{malformed:?} names no parent");
         }
