@@ -13,7 +13,7 @@
 //!   never see them (each layer has its own filter while traces are on);
 //! - a request never waits for the exporter: spans are handed to the
 //!   batch processor without blocking, at most `OTEL_BSP_MAX_QUEUE_SIZE`
-//!   wait for it, and the rest are dropped and counted ([`bounded`]);
+//!   wait for it, and the rest are dropped and counted (`bounded.rs`);
 //! - the sampler is the SDK's from `OTEL_TRACES_SAMPLER` and
 //!   `OTEL_TRACES_SAMPLER_ARG` (default: parent-based, always on); the
 //!   service's name is `OTEL_SERVICE_NAME`, else `items-service`;
@@ -129,7 +129,7 @@ impl Settings {
 }
 
 /// The running trace pipeline; dropping it sends what is left (waiting
-/// [`SHUTDOWN_PATIENCE`] at most) and stops the processor's thread. Drop it
+/// 2 s at most) and stops the processor's thread. Drop it
 /// outside async code, while the runtime it was built in still runs.
 #[derive(Debug)]
 pub struct Traces {

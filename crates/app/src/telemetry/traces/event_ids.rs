@@ -31,6 +31,7 @@ pub struct WithTraceIds<F> {
 }
 
 impl<F> WithTraceIds<F> {
+    /// `inner`, the ids appended as JSON members (`json`) or text fields.
     pub fn new(inner: F, json: bool) -> Self {
         Self { inner, json }
     }
