@@ -13,7 +13,8 @@
 //!
 //! Beside them: [`report`], the one way errors are written out with their
 //! causes; `batch`, the group-commit queue the stores' engines drain (built
-//! with any adapter that uses it); `sql`, what the two SQL stores share.
+//! with any adapter that uses it); `sql`, what the two SQL stores share;
+//! `traces`, the spans every adapter emits for traces (C11).
 //! Test fixtures live in `items-testkit` and the tests, never here.
 
 pub mod memory;
@@ -33,3 +34,5 @@ pub mod redis;
 pub mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+#[cfg(any(feature = "http", feature = "batch"))]
+pub mod traces;

@@ -35,11 +35,38 @@ fn main() -> ExitCode {
         Some(config::Command::Backup { ref dest }) => on_runtime(backup(&config, dest)),
         // And for `copy`: progress on stderr, the counts on stdout.
         Some(config::Command::Copy(ref args)) => items_app::copy::main(args),
-        None => {
-            let _log_writer = telemetry::init(config.server.log_format);
-            on_runtime(run(config))
-        }
+        None => serve(config),
     }
+}
+
+/// Serves until stopped: the runtime first, logging and traces installed
+/// inside it (the gRPC exporter's channel runs on it), and shut down while
+/// it still runs, the last spans sent, then the last log lines written.
+fn serve(config: Config) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("items-service: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let telemetry = {
+        let _inside = runtime.enter();
+        telemetry::init(config.server.log_format)
+    };
+    let telemetry = match telemetry {
+        Ok(telemetry) => telemetry,
+        Err(line) => {
+            eprintln!("items-service: {line}");
+            return ExitCode::from(2);
+        }
+    };
+    let status = runtime.block_on(run(config));
+    drop(telemetry);
+    status
 }
 
 /// Runs `work` to completion on a multi-threaded Tokio runtime.

@@ -58,6 +58,11 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
         "Rate-limit requests the shared store (Redis) failed or answered too slowly; each was counted in the local budget."
     );
     metrics::counter!(STORE_ERRORS).increment(0);
+    // Spans dropped (C11): shown from the first scrape while traces are on.
+    #[cfg(feature = "otel")]
+    if crate::telemetry::request_tracer().is_some() {
+        crate::telemetry::traces::describe_metrics();
+    }
     *installed = Some(handle.clone());
     Ok(handle)
 }

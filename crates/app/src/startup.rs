@@ -71,6 +71,7 @@ impl Application {
             rate_limit: (&config.limiter).into(),
             upload_limits: (&config.uploads).into(),
             request_log: crate::telemetry::request_log(),
+            tracer: crate::telemetry::request_tracer(),
             ..HttpSettings::default()
         };
         let redis = config

@@ -31,6 +31,9 @@
 //! - a caller told [`Unanswered::Late`] knows its work was never done, nor
 //!   will be; a request still unclaimed when the writer claims after its
 //!   deadline is abandoned then, not applied late;
+//! - a request carries the span it was queued from when traces are on
+//!   (C11), and [`Batch::trace`] links a batch's span to each and each to
+//!   it; with traces off it carries none and the call does nothing;
 //! - this module knows nothing of any database: the work `W` and the reply
 //!   `R` are the store's own types, and the store decides what a failed
 //!   commit means for each request (the SQLite store answers every request
@@ -226,6 +229,7 @@ fn request<W, R>(work: W, deadline: Option<Instant>) -> (Request<W, R>, Answer<R
     };
     let request = Request {
         work,
+        span: crate::traces::current(),
         reply,
         deadline,
         claim,
@@ -354,6 +358,29 @@ impl<W, R> Batch<W, R> {
         let now = Instant::now();
         self.requests
             .retain(|request| request.wanted(now) && request.claim.claim());
+    }
+
+    /// Links `span`, the span of the work done for the whole batch, to the
+    /// span each request was queued from, and each of those to it
+    /// (`follows_from`: span links in a trace, C11); each request's span
+    /// records the batch's size as `db.batch.size`, the batch's as
+    /// `db.operation.batch.size`. Nothing when `span` is disabled (traces
+    /// off). Call it once the batch is claimed, so it names only the
+    /// requests it serves.
+    pub fn trace(&self, span: &tracing::Span) {
+        if span.is_disabled() {
+            return;
+        }
+        let size = self.requests.len();
+        span.record("db.operation.batch.size", size);
+        for request in &self.requests {
+            if request.span.is_disabled() {
+                continue;
+            }
+            span.follows_from(&request.span);
+            request.span.follows_from(span);
+            request.span.record("db.batch.size", size);
+        }
     }
 
     /// Answers each request with what `reply` makes of its work. A caller

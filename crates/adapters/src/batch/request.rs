@@ -1,5 +1,5 @@
 //! One queued request and its caller's side: the work, the reply channel,
-//! the deadline, and the [`Claim`] that decides once whether the writer
+//! the deadline, the caller's span, and the [`Claim`] that decides once whether the writer
 //! runs it or its caller abandoned it; and the [`Answer`] the caller waits
 //! on, or [`Undated`] for a request with no deadline (dropping either
 //! abandons the request).
@@ -20,6 +20,9 @@ use super::{Stopped, Unanswered};
 #[derive(Debug)]
 pub(super) struct Request<W, R> {
     pub(super) work: W,
+    /// The span the caller queued it from, when traces are on
+    /// (`crate::traces::current`); linked to its batch's span.
+    pub(super) span: tracing::Span,
     pub(super) reply: oneshot::Sender<R>,
     pub(super) deadline: Option<Instant>,
     pub(super) claim: Arc<Claim>,

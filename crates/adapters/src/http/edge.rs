@@ -17,6 +17,10 @@
 //! 7. every response is marked `nosniff` (C4) and logged in one line, also
 //!    a request whose client went away before it was answered.
 //!
+//! With traces on (C11), steps 4 and 5 run inside the request's server
+//! span ([`request_trace`]), which records the route and status, and the
+//! log line carries the span's ids.
+//!
 //! Invariant: a request whose client reset the connection mid-request is
 //! logged too: actix then drops the request's future, with no response, and
 //! the [`RequestLine`] guard writes the line with status [`CLIENT_CLOSED`]
@@ -32,6 +36,7 @@
 //! [`cors`]: super::cors
 //! [`rate_limit`]: super::rate_limit
 //! [`conditional`]: super::conditional
+//! [`request_trace`]: super::request_trace
 
 use std::future::{Ready, ready};
 use std::rc::Rc;
@@ -44,6 +49,7 @@ use actix_web::http::Method;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::uri::PathAndQuery;
 use futures_util::future::LocalBoxFuture;
+use tracing::Instrument;
 
 use super::conditional::{self, Tagged};
 use super::connection::{self, Draining};
@@ -51,6 +57,7 @@ use super::cors;
 use super::metrics::RequestMetrics;
 use super::rate_limit::{Admission, Limiter};
 use super::request_log::{RequestLog, RequestRecord};
+use super::request_trace::{RequestTracer, TracedRequest};
 
 /// The status logged for a request whose client closed or reset the
 /// connection before the response was ready: nginx's 499 "client closed
@@ -69,6 +76,9 @@ struct RequestLine<'a> {
     target: Option<PathAndQuery>,
     started: Instant,
     written: bool,
+    /// The request's server span, when traces are on (boxed: a request
+    /// not traced carries one pointer).
+    traced: Option<Box<TracedRequest>>,
 }
 
 impl RequestLine<'_> {
@@ -87,6 +97,7 @@ impl RequestLine<'_> {
             status,
             latency_us: u64::try_from(latency.as_micros()).unwrap_or(u64::MAX),
             finished,
+            trace: self.traced.as_ref().and_then(|traced| traced.ids()),
         });
     }
 }
@@ -108,6 +119,8 @@ pub(crate) struct Edge {
     /// fleet, over Redis), not per worker thread.
     pub(crate) limiter: Arc<Limiter>,
     pub(crate) request_log: Arc<dyn RequestLog>,
+    /// Set when traces are on (C11).
+    pub(crate) tracer: Option<Arc<dyn RequestTracer>>,
 }
 
 /// The edge as an actix-web middleware, wrapped around the whole app.
@@ -186,6 +199,10 @@ where
         target: request.uri().path_and_query().cloned(),
         started: Instant::now(),
         written: false,
+        traced: edge
+            .tracer
+            .as_ref()
+            .map(|tracer| TracedRequest::start(tracer, &request)),
     };
     let body = connection::watch_body(&mut request);
     let _in_flight = edge.metrics.enter();
@@ -193,7 +210,13 @@ where
         cors::answer_preflight(request)
     } else {
         let origin = cors::has_origin(&request);
-        match serve(&edge.limiter, request, &*routes, line.started).await {
+        let served = serve(&edge.limiter, request, &*routes, line.started);
+        let served = match &line.traced {
+            None => served.await,
+            // Boxed, so a request not traced keeps the smaller future.
+            Some(traced) => Box::pin(served.instrument(traced.span.clone())).await,
+        };
+        match served {
             Ok(mut response) => {
                 cors::decorate(response.headers_mut(), origin);
                 response
@@ -206,6 +229,9 @@ where
                 let status = error.as_response_error().status_code();
                 let (finished, elapsed) = line.finish();
                 edge.metrics.record(&line.method, None, status, elapsed);
+                if let Some(traced) = &line.traced {
+                    traced.finish(&line.method, None, status.as_u16());
+                }
                 line.write(status.as_u16(), finished, elapsed);
                 error.add_response_mapper(move |mut response| {
                     cors::decorate(response.headers_mut(), origin);
@@ -230,6 +256,13 @@ where
         status,
         elapsed,
     );
+    if let Some(traced) = &line.traced {
+        traced.finish(
+            &line.method,
+            response.request().match_name(),
+            status.as_u16(),
+        );
+    }
     line.write(status.as_u16(), finished, elapsed);
     Ok(connection::finish(response, body.as_ref(), &edge.draining))
 }

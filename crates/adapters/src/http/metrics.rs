@@ -188,7 +188,7 @@ impl Drop for InFlight {
 
 /// The method as a static label (no allocation); a method outside the
 /// standard ones is one label, so clients cannot mint series.
-fn method_label(method: &Method) -> &'static str {
+pub(crate) fn method_label(method: &Method) -> &'static str {
     match *method {
         Method::GET => "GET",
         Method::HEAD => "HEAD",

@@ -27,6 +27,7 @@ pub mod problem;
 mod products;
 mod rate_limit;
 mod request_log;
+mod request_trace;
 mod respond;
 mod routes;
 mod server;
@@ -46,6 +47,7 @@ pub use connection::Draining;
 pub use edge::CLIENT_CLOSED;
 pub use rate_limit::RateLimitSettings;
 pub use request_log::{REQUEST_TARGET, RequestLog, RequestRecord, TracingRequestLog};
+pub use request_trace::{RequestTracer, TraceIds};
 pub use routes::route_table;
 pub use server::{HttpServer, HttpServerHandle};
 pub use uploads::UploadLimits;
@@ -99,4 +101,7 @@ pub struct HttpSettings {
     /// Where the one line per request goes (C1); by default a `tracing`
     /// event ([`TracingRequestLog`]).
     pub request_log: Arc<dyn RequestLog>,
+    /// The server span of each request when traces are on (C11); `None`:
+    /// no span, and nothing else to pay.
+    pub tracer: Option<Arc<dyn RequestTracer>>,
 }

@@ -17,6 +17,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::request_trace::TraceIds;
+
 /// The target of the request lines, as `RUST_LOG` names it
 /// (`items_service::request=warn` silences them).
 pub const REQUEST_TARGET: &str = "items_service::request";
@@ -37,6 +39,9 @@ pub struct RequestRecord<'a> {
     /// When the response was ready (or the client left): the moment the
     /// line is about, read once by the edge for the latency and the line.
     pub finished: Instant,
+    /// The ids of the request's server span when it is traced (C11):
+    /// every format writes them as `trace_id` and `span_id`.
+    pub trace: Option<TraceIds>,
 }
 
 impl RequestRecord<'_> {
@@ -65,6 +70,19 @@ pub struct TracingRequestLog;
 
 impl RequestLog for TracingRequestLog {
     fn write(&self, record: &RequestRecord<'_>) {
+        // Present only for a traced request (C11): a field whose value is
+        // `None` is left out of the line.
+        let ids = record
+            .trace
+            .map(|ids| (ids.trace_id_hex(), ids.span_id_hex()));
+        let trace_id = ids
+            .as_ref()
+            .and_then(|(id, _)| std::str::from_utf8(id).ok())
+            .map(tracing::field::display);
+        let span_id = ids
+            .as_ref()
+            .and_then(|(_, id)| std::str::from_utf8(id).ok())
+            .map(tracing::field::display);
         if record.client_went_away() {
             tracing::info!(
                 target: REQUEST_TARGET,
@@ -72,6 +90,8 @@ impl RequestLog for TracingRequestLog {
                 path = record.path,
                 status = record.status,
                 latency_us = record.latency_us,
+                trace_id,
+                span_id,
                 "the client went away before the response",
             );
         } else {
@@ -81,6 +101,8 @@ impl RequestLog for TracingRequestLog {
                 path = record.path,
                 status = record.status,
                 latency_us = record.latency_us,
+                trace_id,
+                span_id,
             );
         }
     }

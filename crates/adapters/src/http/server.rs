@@ -103,6 +103,7 @@ impl HttpServer {
         let limiter = Arc::new(Limiter::new(settings.rate_limit, services.rate_limits));
         let draining = settings.draining;
         let request_log = settings.request_log;
+        let tracer = settings.tracer;
         let server = actix_web::HttpServer::new(move || {
             // Built once per worker thread: its metric handles are its own.
             let edge_state = Rc::new(Edge {
@@ -110,6 +111,7 @@ impl HttpServer {
                 metrics: RequestMetrics::new(),
                 limiter: Arc::clone(&limiter),
                 request_log: Arc::clone(&request_log),
+                tracer: tracer.clone(),
             });
             // One layer around the routes: connection fate, metrics, CORS,
             // the limiter, ETags, nosniff and the log line, in the order
@@ -177,6 +179,7 @@ impl Default for HttpSettings {
             rate_limit: RateLimitSettings::default(),
             draining: super::Draining::default(),
             request_log: super::request_log::default_sink(),
+            tracer: None,
         }
     }
 }

@@ -262,9 +262,10 @@ impl PostgresStore {
         PostgresUserRepository::new(self.pool.clone())
     }
 
-    /// The three repositories, sharing this pool.
+    /// The three repositories, sharing this pool; each operation in a span
+    /// of its own when traces are on (C11).
     pub fn repositories(&self) -> Repositories {
-        Repositories::new(self.items(), self.products(), self.users())
+        crate::sql::traced::repositories("postgresql", self.items(), self.products(), self.users())
     }
 
     /// Publishes the pool's state to the metrics recorder (C11); called at

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use items_domain::Spent;
 
 use redis::Cmd;
+use tracing::Instrument;
 
 use super::health::Health;
 use super::script::{Arguments, Connection};
@@ -97,7 +98,12 @@ pub(super) async fn lane(
             batch.answer_each(|_| Err(Failure::Skipped));
             continue;
         }
-        match call(&mut connection, &script, &prefix, &batch).await {
+        let span = crate::traces::batch_operation("redis", Some("EVALSHA"), None);
+        batch.trace(&span);
+        match call(&mut connection, &script, &prefix, &batch)
+            .instrument(span)
+            .await
+        {
             Ok(spent) => {
                 health.answered();
                 let short = Failure::new("the script answered too few decisions");

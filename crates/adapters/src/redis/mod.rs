@@ -142,7 +142,12 @@ impl RateLimitStore for RedisRateLimitStore {
         // Only the queued decision's answer (no timer) lives across the
         // wait, so the future async_trait boxes, one per request in flight,
         // stays small (docs/performance.md, "The Redis store, measured").
-        let answer = self.ask(client, gcra)?.await;
+        // Its span (C11) is current while the decision is queued, so the
+        // lane's batch links to it, and ends with the answer.
+        let span = crate::traces::limiter_call();
+        let asked = span.in_scope(|| self.ask(client, gcra))?;
+        let answer = asked.await;
+        drop(span);
         self.settle(answer.unwrap_or_else(|_| Err(Failure::new(lanes::STOPPED))))
     }
 }

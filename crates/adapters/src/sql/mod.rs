@@ -1,7 +1,9 @@
 //! What the two SQL stores share, and nothing else: the budget of one store
 //! operation (`DATABASE_STATEMENT_TIMEOUT_MS`, C12) and the rows both hold,
-//! read back into the domain. Neither store reaches into the other; each
+//! read back into the domain, and the span around each operation of
+//! either (C11). Neither store reaches into the other; each
 //! keeps its own SQL and its own engine.
 
 pub mod budget;
 pub(crate) mod rows;
+pub(crate) mod traced;

@@ -181,9 +181,10 @@ impl SqliteStore {
         })
     }
 
-    /// The three repositories, sharing this store's writer and readers.
+    /// The three repositories, sharing this store's writer and readers;
+    /// each operation in a span of its own when traces are on (C11).
     pub fn repositories(&self) -> Repositories {
-        Repositories::new(self.items(), self.products(), self.users())
+        crate::sql::traced::repositories("sqlite", self.items(), self.products(), self.users())
     }
 
     pub fn items(&self) -> SqliteItemRepository {

@@ -232,6 +232,10 @@ fn apply(
         let _ = connection.execute_batch("ROLLBACK");
         return;
     }
+    // One transaction for writes of several kinds: `BATCH` (C11).
+    let span = crate::traces::batch_operation("sqlite", None, None);
+    batch.trace(&span);
+    let _traced = span.enter();
     let committed = transaction(connection, batch.work()).and_then(|written| {
         connection.execute_batch("COMMIT")?;
         Ok(written)

@@ -67,7 +67,8 @@ impl RequestLog for TextRequestLog {
 
 /// The line the default text format writes for the request event:
 /// `<time>  INFO items_service::request: method=GET path="/" status=200
-/// latency_us=17` and a newline.
+/// latency_us=17`, for a traced request (C11) ` trace_id=… span_id=…`,
+/// and a newline.
 fn write_line(line: &mut Vec<u8>, record: &RequestRecord<'_>, since_epoch: Option<Duration>) {
     write_timestamp(line, since_epoch);
     for part in [
@@ -79,10 +80,16 @@ fn write_line(line: &mut Vec<u8>, record: &RequestRecord<'_>, since_epoch: Optio
         itoa::Buffer::new().format(record.status),
         " latency_us=",
         itoa::Buffer::new().format(record.latency_us),
-        "\n",
     ] {
         line.extend_from_slice(part.as_bytes());
     }
+    if let Some(ids) = record.trace {
+        line.extend_from_slice(b" trace_id=");
+        line.extend_from_slice(&ids.trace_id_hex());
+        line.extend_from_slice(b" span_id=");
+        line.extend_from_slice(&ids.span_id_hex());
+    }
+    line.push(b'\n');
 }
 
 /// The level, the target and the first field's name, one copy instead of

@@ -59,6 +59,13 @@ fn without_settings(mut command: Command) -> Command {
         command.env_remove(variable);
     }
     command.env_remove("RUST_LOG");
+    // Nor the caller's OpenTelemetry settings (C11): a test that wants
+    // traces names its endpoint.
+    for (variable, _) in std::env::vars_os() {
+        if variable.to_string_lossy().starts_with("OTEL_") {
+            command.env_remove(variable);
+        }
+    }
     command
 }
 
@@ -78,6 +85,23 @@ fn every_setting() -> Vec<(String, String)> {
 /// Log settings under which the binary writes its start-up line (`info`,
 /// target `items_service`) and warnings, without a line per request.
 pub const START_UP_LINE_AND_WARNINGS: &str = "warn,items_service=info,items_service::request=warn";
+
+/// Where the start-up line says the service listens, in the text log's
+/// format or in JSON's (`LOG_FORMAT=json`).
+fn listening_line(line: &str) -> Option<Listening> {
+    if let Some(listening) = Listening::from_log_line(line) {
+        return Some(listening);
+    }
+    let line: serde_json::Value = serde_json::from_str(line).ok()?;
+    if line["message"] != "listening" || line["target"] != "items_service" {
+        return None;
+    }
+    let address = |name: &str| line[name].as_str()?.parse().ok();
+    Some(Listening {
+        address: address("address")?,
+        admin_address: address("admin_address"),
+    })
+}
 
 /// A running service process; killed on drop if the test did not stop it.
 pub struct Service {
@@ -146,7 +170,7 @@ impl Service {
         let deadline = Instant::now() + Duration::from_secs(20);
         let listening = loop {
             let log = std::fs::read_to_string(files.path().join("service.log")).unwrap();
-            if let Some(listening) = log.lines().find_map(Listening::from_log_line) {
+            if let Some(listening) = log.lines().find_map(listening_line) {
                 break listening;
             }
             if child.try_wait().unwrap().is_some() {

@@ -4,8 +4,9 @@
 //! (C1), its admin listener (C11), the item lifecycle over real HTTP, CORS
 //! in a real browser (C8), a flood of idle connections, several instances on
 //! one database, the durable SQLite file (C12), the fleet behind haproxy,
-//! backup and restore by the documented commands, and crash tests (SIGKILL
-//! under write load, C12). Every instance starts on port 0 and reports the
+//! backup and restore by the documented commands, crash tests (SIGKILL
+//! under write load, C12), and traces sent to a receiver in this process
+//! (C11). Every instance starts on port 0 and reports the
 //! ports it got.
 
 #![allow(clippy::unwrap_used)]
@@ -34,6 +35,7 @@ mod restore;
 mod sqlite;
 mod startup;
 mod statement_budget;
+mod traces;
 mod two_instances;
 mod unread_bodies;
 mod uploads;

@@ -36,6 +36,7 @@ impl Operation for ItemCreates {
     type Work = Name;
     type Output = i64;
     const LABEL: &'static str = "create_item";
+    const STATEMENT: (&'static str, &'static str) = ("INSERT", "items");
     const WRITES: bool = true;
 
     async fn one(lease: &mut Lease, name: &Name) -> Result<i64, RepositoryError> {
@@ -74,6 +75,7 @@ impl Operation for ProductCreates {
     type Work = (Name, Price);
     type Output = i64;
     const LABEL: &'static str = "create_product";
+    const STATEMENT: (&'static str, &'static str) = ("INSERT", "products");
     const WRITES: bool = true;
 
     async fn one(lease: &mut Lease, (name, price): &(Name, Price)) -> Result<i64, RepositoryError> {

@@ -71,6 +71,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use items_domain::RepositoryError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::ACQUIRE_TIMEOUT;
 use super::pool::{Lease, Pool, lease, try_lease};
@@ -109,6 +110,9 @@ pub(super) trait Operation: Send + Sync + 'static {
     type Output: Send + 'static;
     /// The `operation` label of [`REQUESTS_PER_STATEMENT`].
     const LABEL: &'static str;
+    /// The statement's kind and table, as a batch's span names them (C11):
+    /// `SELECT`, `items`.
+    const STATEMENT: (&'static str, &'static str);
     /// Whether the statement writes: it then runs in a transaction committed
     /// only before the lease's deadline (C12), so a request answered 503 is
     /// never committed afterwards, as an autocommitted statement held up by
@@ -380,8 +384,11 @@ impl<O: Operation> Inner<O> {
         batch: Batch<O::Work, Reply<O>>,
     ) {
         self.record(batch.len());
+        let (operation, table) = O::STATEMENT;
+        let span = crate::traces::batch_operation("postgresql", Some(operation), Some(table));
+        batch.trace(&span);
         let work: Vec<&O::Work> = batch.work().collect();
-        let outputs = statement::<O>(lease, &work).await;
+        let outputs = statement::<O>(lease, &work).instrument(span).await;
         drop(work);
         // The lane goes back before the callers are answered: the next
         // drainer, woken first, runs before the callers' tasks on this

@@ -28,6 +28,7 @@ impl Operation for ItemReads {
     type Work = i64;
     type Output = Option<ItemRow>;
     const LABEL: &'static str = "get_item";
+    const STATEMENT: (&'static str, &'static str) = ("SELECT", "items");
     /// Sent directly, reads that found the lane free went alone (1.06 a
     /// statement): the backend's cost per read starved the client that
     /// shares its core, so requests came one at a time and kept finding the

@@ -3,6 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use items_adapters::http::TraceIds;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -50,11 +51,13 @@ fn record(method: &'static str, path: &'static str, status: u16) -> RequestRecor
         status,
         latency_us: 17,
         finished: Instant::now(),
+        trace: None,
     }
 }
 
-/// Requests whose lines the direct path writes itself.
-fn plain() -> [RequestRecord<'static>; 4] {
+/// Requests whose lines the direct path writes itself, a traced one (C11)
+/// last.
+fn plain() -> [RequestRecord<'static>; 5] {
     [
         RequestRecord {
             method: "GET",
@@ -62,6 +65,7 @@ fn plain() -> [RequestRecord<'static>; 4] {
             status: 200,
             latency_us: 17,
             finished: Instant::now(),
+            trace: None,
         },
         RequestRecord {
             method: "PUT",
@@ -69,6 +73,7 @@ fn plain() -> [RequestRecord<'static>; 4] {
             status: 404,
             latency_us: 0,
             finished: Instant::now(),
+            trace: None,
         },
         RequestRecord {
             method: "PROPFIND",
@@ -76,6 +81,7 @@ fn plain() -> [RequestRecord<'static>; 4] {
             status: 405,
             latency_us: u64::MAX,
             finished: Instant::now(),
+            trace: None,
         },
         RequestRecord {
             method: "POST",
@@ -83,6 +89,18 @@ fn plain() -> [RequestRecord<'static>; 4] {
             status: 201,
             latency_us: 1_234_567,
             finished: Instant::now(),
+            trace: None,
+        },
+        RequestRecord {
+            method: "GET",
+            path: "/items/1",
+            status: 200,
+            latency_us: 5,
+            finished: Instant::now(),
+            trace: Some(TraceIds {
+                trace_id: [0x4b; 16],
+                span_id: [0xf0; 8],
+            }),
         },
     ]
 }
