@@ -135,10 +135,12 @@ pub(super) struct WalLimit {
 }
 
 impl WalLimit {
-    /// A bound of `bytes`, set on the writer's `connection`:
-    /// `journal_size_limit` truncates the log to it on every reset.
+    /// A bound of `bytes`, set on the writer's `connection`: past it the
+    /// writer truncates the log ([`WalLimit::upkeep`]), and on every other
+    /// reset `journal_size_limit` gives back all but a quarter of it, so a
+    /// log that grew while a reader pinned it ends well under the bound.
     pub(super) fn set(connection: &Connection, bytes: u64) -> rusqlite::Result<Self> {
-        let limit = i64::try_from(bytes).unwrap_or(i64::MAX);
+        let limit = i64::try_from(bytes / 4).unwrap_or(i64::MAX);
         connection.pragma_update_and_check(None, "journal_size_limit", limit, |row| {
             row.get::<_, i64>(0)
         })?;
