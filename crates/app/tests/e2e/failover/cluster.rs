@@ -196,6 +196,16 @@ impl Pair {
         if node.data.exists() {
             std::fs::remove_dir_all(&node.data).expect("the old directory goes");
         }
+        // A killed postmaster leaves its socket and the socket's lock file
+        // (which names its pid) in the shared socket directory; once that
+        // pid is another process's, a new server on the port refuses to
+        // start. The server that owned them is gone: they go too.
+        for leftover in [
+            format!(".s.PGSQL.{}", node.port),
+            format!(".s.PGSQL.{}.lock", node.port),
+        ] {
+            let _ = std::fs::remove_file(self.root.path().join(leftover));
+        }
         let primary = self.primary();
         run(pg("pg_basebackup").args([
             "-h",
