@@ -15,6 +15,7 @@
 use std::sync::Arc;
 
 use actix_web::http::header::{CONTENT_TYPE, HeaderValue};
+use actix_web::web::Bytes;
 use actix_web::{HttpResponse, web};
 use utoipa_swagger_ui::Config;
 
@@ -34,16 +35,17 @@ impl ApiDocs {
 
 /// What the handlers share: the document, the page, Swagger UI's settings.
 pub(crate) struct Served {
-    openapi: String,
-    page: String,
+    /// Shared by every answer, never copied.
+    openapi: Bytes,
+    page: Bytes,
     config: Arc<Config<'static>>,
 }
 
 impl Served {
     pub(crate) fn new(docs: &ApiDocs) -> Self {
         Self {
-            openapi: super::openapi::openapi_json(),
-            page: page(docs.public_port),
+            openapi: Bytes::from(super::openapi::openapi_json()),
+            page: Bytes::from(page(docs.public_port)),
             config: Arc::new(Config::from(OPENAPI_PATH)),
         }
     }

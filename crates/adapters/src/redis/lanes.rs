@@ -19,8 +19,6 @@
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
-use redis::aio::ConnectionManager;
-
 use super::Shared;
 use super::coalesce::{self, Decision, Queue, Reply};
 use super::script::Connection;
@@ -38,8 +36,6 @@ const FULL: &str = "the Redis lane's queue is full";
 pub(super) struct Lane {
     /// Where the thread's decisions queue for the next script call.
     decisions: Queue,
-    /// A connection of the redis crate's, for the health check's `PING`.
-    pub(super) connection: ConnectionManager,
 }
 
 thread_local! {
@@ -52,8 +48,7 @@ thread_local! {
 /// current runtime when the thread has none (or its lane has ended).
 ///
 /// # Errors
-/// When a lane's health-check connection cannot be set up (never for a URL
-/// that opened), or the lane's queue is full.
+/// When the lane's queue is full.
 pub(super) fn ask(
     store: &Arc<Shared>,
     decision: Decision,
@@ -67,20 +62,11 @@ pub(super) fn ask(
             },
             None => decision,
         };
-        let lane = open_lane(lanes, store)?;
+        let lane = open_lane(lanes, store);
         lane.decisions
             .try_enqueue(decision)
             .map_err(|refusal| refused(&refusal))
     })
-}
-
-/// The health check's connection of this thread's lane for `store`
-/// (started as [`ask`] starts one).
-///
-/// # Errors
-/// As [`ask`].
-pub(super) fn connection(store: &Arc<Shared>) -> redis::RedisResult<ConnectionManager> {
-    LANES.with_borrow_mut(|lanes| Ok(open_lane(lanes, store)?.connection.clone()))
 }
 
 /// Whether a lane listed for `owner` is `store`'s. A pointer comparison,
@@ -93,10 +79,7 @@ fn is_of(owner: &Weak<Shared>, store: &Arc<Shared>) -> bool {
 
 /// `store`'s open lane on this thread, started when there is none; lanes
 /// of dropped stores, and lanes that ended, go.
-fn open_lane<'a>(
-    lanes: &'a mut Vec<(Weak<Shared>, Lane)>,
-    store: &Arc<Shared>,
-) -> redis::RedisResult<&'a Lane> {
+fn open_lane<'a>(lanes: &'a mut Vec<(Weak<Shared>, Lane)>, store: &Arc<Shared>) -> &'a Lane {
     let open = |owner: &Weak<Shared>, lane: &Lane| {
         owner.strong_count() > 0 && !lane.decisions.is_stopped()
     };
@@ -104,16 +87,14 @@ fn open_lane<'a>(
     let index = match lanes.iter().position(|(owner, _)| is_of(owner, store)) {
         Some(index) => index,
         None => {
-            lanes.push((Arc::downgrade(store), start(store)?));
+            lanes.push((Arc::downgrade(store), start(store)));
             lanes.len() - 1
         }
     };
-    Ok(&lanes[index].1)
+    &lanes[index].1
 }
 
-fn start(store: &Shared) -> redis::RedisResult<Lane> {
-    let connection =
-        ConnectionManager::new_lazy_with_config(store.client.clone(), store.config.clone())?;
+fn start(store: &Shared) -> Lane {
     let (decisions, batches) = coalesce::queue();
     tokio::spawn(coalesce::lane(
         batches,
@@ -122,10 +103,7 @@ fn start(store: &Shared) -> redis::RedisResult<Lane> {
         Arc::clone(&store.prefix),
         Arc::clone(&store.health),
     ));
-    Ok(Lane {
-        decisions,
-        connection,
-    })
+    Lane { decisions }
 }
 
 fn refused<W>(refusal: &Refused<W>) -> redis::RedisError {

@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use items_domain::{DependencyDown, Gcra, HealthCheck, RateLimitStore, RateLimitStoreError, Spent};
-use redis::aio::ConnectionManagerConfig;
 use redis::io::tcp::TcpSettings;
 use redis::{AsyncConnectionConfig, Client};
 
@@ -58,8 +57,6 @@ pub struct RedisRateLimitStore {
 /// dropped store by its `Shared` being gone (`lanes.rs`).
 struct Shared {
     client: Client,
-    /// The health check's connection.
-    config: ConnectionManagerConfig,
     /// A lane's connection, for its script calls.
     connection: AsyncConnectionConfig,
     script: Arc<redis::Script>,
@@ -94,15 +91,9 @@ impl RedisRateLimitStore {
         let info = Client::open(url)?.get_connection_info().clone();
         // One call, one segment: nothing is to be gained by waiting.
         let client = Client::open(info.set_tcp_settings(TcpSettings::default().set_nodelay(true)))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Self::TIMEOUT))
-            .set_response_timeout(Some(Self::TIMEOUT))
-            .set_number_of_retries(1)
-            .set_max_delay(RETRY_EVERY);
         Ok(Self {
             shared: Arc::new(Shared {
                 client,
-                config,
                 connection: connection_config(),
                 script: Arc::new(gcra()),
                 prefix: prefix.into(),
@@ -198,11 +189,25 @@ impl HealthCheck for RedisRateLimitStore {
         "redis"
     }
 
+    /// On a connection of its own, opened for the ping: readiness asks
+    /// every few seconds, and a fresh connection is what a new lane would
+    /// get, so no worker keeps one open for it.
     async fn ping(&self) -> Result<(), DependencyDown> {
-        let mut connection = lanes::connection(&self.shared).map_err(DependencyDown::new)?;
-        let command = redis::cmd("PING");
-        let ping = command.query_async::<String>(&mut connection);
-        match tokio::time::timeout(Self::TIMEOUT * 10, ping).await {
+        let patience = Self::TIMEOUT * 10;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(patience))
+            .set_response_timeout(Some(patience));
+        let ping = async {
+            let mut connection = self
+                .shared
+                .client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            redis::cmd("PING")
+                .query_async::<String>(&mut connection)
+                .await
+        };
+        match tokio::time::timeout(patience, ping).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(error)) => Err(DependencyDown::new(error)),
             Err(_) => Err(DependencyDown::new("no answer to PING")),

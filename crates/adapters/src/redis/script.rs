@@ -30,10 +30,10 @@ pub(super) trait Arguments {
 /// One lane's connection, if it has one, and the command its calls are
 /// written into.
 ///
-/// A multiplexed connection of the lane's own rather than the
-/// `ConnectionManager` the health check uses: the manager replaces its
-/// connection only after an I/O error and keeps one whose replies stopped
-/// coming, where a lane is to drop its connection after any failure.
+/// A multiplexed connection of the lane's own rather than the crate's
+/// `ConnectionManager`: the manager replaces its connection only after an
+/// I/O error and keeps one whose replies stopped coming, where a lane is to
+/// drop its connection after any failure.
 pub(super) struct Connection {
     client: Client,
     config: AsyncConnectionConfig,
