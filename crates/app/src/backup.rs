@@ -94,7 +94,7 @@ pub async fn run(store: &StoreConfig, destination: &Path) -> Result<BackedUp, Ba
     let started = Instant::now();
     match sqlite::backup(&source, destination).await {
         Ok(bytes) => Ok(BackedUp {
-            source,
+            source: source.clone(),
             destination: destination.to_owned(),
             bytes,
             took: started.elapsed(),

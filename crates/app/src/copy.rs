@@ -213,6 +213,6 @@ mod tests {
 
         assert!(one.same_as(&two));
         assert!(!one.same_as(&other));
-        assert!(!one.same_as(&DatabaseUrl::Postgres("postgres://h/items.db".to_owned())));
+        assert!(!one.same_as(&DatabaseUrl::parse("postgres://h/items.db").unwrap()));
     }
 }

@@ -33,7 +33,7 @@ impl Listening {
     /// Logs the start-up line at `info`, naming the store: `memory`,
     /// `PostgreSQL` and `database_url` with its password hidden, or
     /// `sqlite path=` and the file.
-    pub fn log(&self, database_url: Option<&str>) {
+    pub fn log(&self, database_url: Option<&DatabaseUrl>) {
         // The binary's name as the target, wherever this code lives, so a
         // `RUST_LOG=items_service=info` filter keeps showing the line.
         tracing::info!(
@@ -65,39 +65,15 @@ impl Listening {
 /// Where the data lives, for the start-up line: `memory`, `PostgreSQL`
 /// and the URL with its password hidden, or `sqlite path=` and the file's
 /// absolute path (a relative one resolved against the working directory).
-pub(crate) fn store_description(database_url: Option<&str>) -> String {
-    match database_url.map(DatabaseUrl::parse) {
+pub(crate) fn store_description(database_url: Option<&DatabaseUrl>) -> String {
+    match database_url {
         None => "memory".to_owned(),
-        Some(Ok(DatabaseUrl::Sqlite(path))) => {
-            let path = std::path::absolute(&path).unwrap_or(path);
+        Some(DatabaseUrl::Sqlite(path)) => {
+            let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
             format!("sqlite path={}", path.display())
         }
-        Some(_) => format!(
-            "PostgreSQL {}",
-            without_password(database_url.unwrap_or_default())
-        ),
+        Some(DatabaseUrl::Postgres(url)) => format!("PostgreSQL {url}"),
     }
-}
-
-/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`; a URL
-/// without a password is returned as it is.
-fn without_password(url: &str) -> String {
-    let authority_start = url.find("://").map_or(0, |at| at + 3);
-    let authority_end = url[authority_start..]
-        .find(['/', '?'])
-        .map_or(url.len(), |at| authority_start + at);
-    let authority = &url[authority_start..authority_end];
-    let Some((user_info, host)) = authority.rsplit_once('@') else {
-        return url.to_owned();
-    };
-    let Some((user, _password)) = user_info.split_once(':') else {
-        return url.to_owned();
-    };
-    format!(
-        "{}{user}:***@{host}{}",
-        &url[..authority_start],
-        &url[authority_end..]
-    )
 }
 
 #[cfg(test)]
@@ -183,6 +159,9 @@ mod tests {
 
     #[test]
     fn the_start_up_line_names_the_store_and_hides_the_password() {
+        let store_description = |url: Option<&str>| {
+            store_description(url.map(|url| DatabaseUrl::parse(url).unwrap()).as_ref())
+        };
         assert_eq!(store_description(None), "memory");
         assert_eq!(
             store_description(Some(
@@ -201,9 +180,5 @@ mod tests {
         let relative = store_description(Some("sqlite://items.db"));
         let expected = std::env::current_dir().unwrap().join("items.db");
         assert_eq!(relative, format!("sqlite path={}", expected.display()));
-        assert_eq!(
-            without_password("postgresql://u:p@h"),
-            "postgresql://u:***@h"
-        );
     }
 }

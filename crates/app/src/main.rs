@@ -143,9 +143,7 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::from(error.exit_code());
         }
     };
-    application
-        .listening()
-        .log(config.store.database_url.as_deref());
+    application.listening().log(config.store.database());
     match application.run_until_stopped().await {
         Ok(()) => {
             tracing::info!("stopped");

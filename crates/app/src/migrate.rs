@@ -5,7 +5,7 @@
 //!
 //! It opens the store exactly as the service does, then closes it: each
 //! store applies its own migrations when it is opened (PostgreSQL under
-//! sqlx's advisory lock, so a migrate and a starting instance never migrate
+//! the migrations' advisory lock, so a migrate and a starting instance never migrate
 //! twice; SQLite as it opens the file). Nothing else is started: no
 //! listener, no uploads directory, no Redis.
 
@@ -30,7 +30,7 @@ pub const MIGRATE_PATIENCE: Duration = Duration::from_secs(3);
 /// [`StartError::Database`] (exit 1) when the database stays unreachable,
 /// refuses the connection or cannot be migrated.
 pub async fn migrate(config: &StoreConfig) -> Result<String, StartError> {
-    let Some(url) = config.database_url.as_deref() else {
+    let Some(url) = config.database() else {
         return Err(StartError::Setting(
             "migrate needs DATABASE_URL (--database-url): in memory there is no schema to migrate"
                 .to_owned(),

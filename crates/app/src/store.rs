@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use items_adapters::http::admin::Detail;
 use items_adapters::memory;
-use items_adapters::postgres::{ConnectError, PostgresSettings, PostgresStore};
+use items_adapters::postgres::{ConnectError, PostgresSettings, PostgresStore, PostgresUrl};
 use items_adapters::sqlite::{SqliteSettings, SqliteStore};
 use items_domain::{HealthCheck, Repositories};
 
@@ -40,14 +40,11 @@ impl Store {
     pub(crate) async fn open(config: &StoreConfig, patience: Duration) -> Result<Self, StartError> {
         match config.database() {
             None => Ok(Self::Memory),
-            Some(DatabaseUrl::Postgres(url)) => connect(&url, config.into(), patience)
+            Some(DatabaseUrl::Postgres(url)) => connect(url, config.into(), patience)
                 .await
                 .map(Self::Postgres),
             Some(DatabaseUrl::Sqlite(path)) => {
-                let url = config.database_url.as_deref().unwrap_or_default();
-                open_sqlite(url, &path, config.into())
-                    .await
-                    .map(Self::Sqlite)
+                open_sqlite(path, config.into()).await.map(Self::Sqlite)
             }
         }
     }
@@ -111,13 +108,13 @@ impl Store {
 /// file that cannot be opened, is no database or cannot be migrated is a
 /// failure of the store (exit 1), as a PostgreSQL server refusing is.
 async fn open_sqlite(
-    url: &str,
     path: &std::path::Path,
     settings: SqliteSettings,
 ) -> Result<SqliteStore, StartError> {
     let unusable = |why: String| {
         StartError::Setting(format!(
-            "invalid DATABASE_URL (--database-url) {url:?}: {why}"
+            "invalid DATABASE_URL (--database-url) naming {}: {why}",
+            path.display()
         ))
     };
     let directory = match path.parent() {
@@ -137,11 +134,11 @@ async fn open_sqlite(
 }
 
 async fn connect(
-    url: &str,
+    url: &PostgresUrl,
     settings: PostgresSettings,
     patience: Duration,
 ) -> Result<PostgresStore, StartError> {
-    PostgresStore::connect_url(url, settings, patience)
+    PostgresStore::connect(url, settings, patience)
         .await
         .map_err(|error| match error {
             ConnectError::InvalidUrl(cause) => {

@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 use std::str::FromStr;
 
-use sqlx::postgres::PgConnectOptions;
-use sqlx::{ConnectOptions, Connection, Executor};
+use tokio_postgres::config::Host;
+use tokio_postgres::{Client, Config, NoTls};
 
 /// The variable that names the PostgreSQL server tests may use.
 pub const TEST_DATABASE_URL: &str = "TEST_DATABASE_URL";
@@ -34,24 +34,36 @@ fn test_database_url_from(variable: Option<String>) -> String {
 /// # Panics
 /// When the URL does not parse or its host does not resolve: a test fixture.
 pub async fn test_server_address() -> SocketAddr {
-    let options = PgConnectOptions::from_str(&test_database_url())
+    let config = Config::from_str(&test_database_url())
         .unwrap_or_else(|error| panic!("{TEST_DATABASE_URL}: {error}"));
-    let host = if options.get_host().starts_with('/') {
-        "127.0.0.1"
-    } else {
-        options.get_host()
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(host)) => host.clone(),
+        _ => "127.0.0.1".to_owned(),
     };
-    tokio::net::lookup_host((host, options.get_port()))
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    tokio::net::lookup_host((host.as_str(), port))
         .await
         .ok()
         .and_then(|mut addresses| addresses.next())
         .unwrap_or_else(|| panic!("{TEST_DATABASE_URL}: {host} does not resolve"))
 }
 
+/// A client of the database at `url`, its connection driven by a task of
+/// its own (ended when the client goes).
+///
+/// # Errors
+/// When the URL does not parse or the server cannot be reached.
+pub async fn connect(url: &str) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
 /// A database created for one test and dropped by [`ScratchDatabase::drop`].
 #[derive(Debug)]
 pub struct ScratchDatabase {
-    admin: PgConnectOptions,
     admin_url: String,
     name: String,
 }
@@ -62,29 +74,36 @@ impl ScratchDatabase {
     ///
     /// # Errors
     /// When the server cannot be reached or refuses to create a database.
-    pub async fn create(admin_url: &str) -> Result<Self, sqlx::Error> {
+    pub async fn create(admin_url: &str) -> Result<Self, tokio_postgres::Error> {
         crate::init_test_log();
-        let admin = PgConnectOptions::from_str(admin_url)?.disable_statement_logging();
         let mut random = [0u8; 8];
-        getrandom::fill(&mut random).map_err(|error| sqlx::Error::Protocol(error.to_string()))?;
+        // The OS's randomness failing is a broken machine: a fixed name
+        // then, which a leftover database makes fail loudly.
+        let _ = getrandom::fill(&mut random);
         let name: String = std::iter::once("items_test_".to_owned())
             .chain(random.iter().map(|byte| format!("{byte:02x}")))
             .collect();
-        let mut connection = sqlx::PgConnection::connect_with(&admin).await?;
-        connection
-            .execute(format!("create database \"{name}\"").as_str())
+        let admin = connect(admin_url).await?;
+        admin
+            .batch_execute(&format!("create database \"{name}\""))
             .await?;
-        connection.close().await?;
         Ok(Self {
-            admin,
             admin_url: admin_url.to_owned(),
             name,
         })
     }
 
-    /// Options for connecting to the scratch database.
-    pub fn options(&self) -> PgConnectOptions {
-        self.admin.clone().database(&self.name)
+    /// The scratch database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A client of the scratch database, for a test's own queries.
+    ///
+    /// # Errors
+    /// When the server cannot be reached.
+    pub async fn client(&self) -> Result<Client, tokio_postgres::Error> {
+        connect(&self.url()).await
     }
 
     /// A `postgres://` URL of the scratch database (for a child process).
@@ -109,11 +128,13 @@ impl ScratchDatabase {
     /// Drops the database, closing whatever connections are still open.
     /// Best effort: a leftover `items_test_*` database is harmless.
     pub async fn drop(self) {
-        if let Ok(mut connection) = sqlx::PgConnection::connect_with(&self.admin).await {
-            let _ = connection
-                .execute(format!("drop database if exists \"{}\" with (force)", self.name).as_str())
+        if let Ok(admin) = connect(&self.admin_url).await {
+            let _ = admin
+                .batch_execute(&format!(
+                    "drop database if exists \"{}\" with (force)",
+                    self.name
+                ))
                 .await;
-            let _ = connection.close().await;
         }
     }
 }
@@ -138,7 +159,6 @@ mod tests {
     #[test]
     fn the_url_names_the_scratch_database_and_keeps_the_rest() {
         let scratch = |admin_url: &str| ScratchDatabase {
-            admin: PgConnectOptions::new(),
             admin_url: admin_url.to_owned(),
             name: "items_test_1".to_owned(),
         };

@@ -27,12 +27,12 @@
 
 use std::time::Duration;
 
-/// The connection parameter that makes the server cancel a statement
-/// running longer than `budget` (in milliseconds, at least 1: `0` would
-/// turn the server's bound off).
-pub(super) fn statement_timeout(budget: Duration) -> (&'static str, String) {
+/// The server setting, as a connection's startup `options`, that makes the
+/// server cancel a statement running longer than `budget` (in
+/// milliseconds, at least 1: `0` would turn the server's bound off).
+pub(super) fn statement_timeout(budget: Duration) -> String {
     let millis = budget.as_millis().clamp(1, i32::MAX as u128);
-    ("statement_timeout", millis.to_string())
+    format!("-c statement_timeout={millis}")
 }
 
 #[cfg(test)]
@@ -43,8 +43,11 @@ mod tests {
     fn the_server_bound_is_the_budget_in_whole_milliseconds_never_0_c12() {
         assert_eq!(
             statement_timeout(Duration::from_millis(500)),
-            ("statement_timeout", "500".to_owned())
+            "-c statement_timeout=500"
         );
-        assert_eq!(statement_timeout(Duration::from_micros(10)).1, "1");
+        assert_eq!(
+            statement_timeout(Duration::from_micros(10)),
+            "-c statement_timeout=1"
+        );
     }
 }

@@ -41,10 +41,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use items_domain::RepositoryError;
-use sqlx::Connection as _;
 use tokio::time::Instant;
 
 use super::hosts::{Hosts, Opened, Server};
+use super::link::OpenError;
 
 /// `begin` a write transaction and take its id and backend in one round
 /// trip (a simple query of two statements; the id is assigned at once).
@@ -74,7 +74,7 @@ pub(super) enum LostAnswer {
     /// No answer within the budget and its grace.
     Unanswered { waited: Duration },
     /// The connection failed, or the server answered with an error.
-    Failed(sqlx::Error),
+    Failed(tokio_postgres::Error),
 }
 
 impl fmt::Display for LostAnswer {
@@ -151,7 +151,10 @@ pub(super) async fn learn(
             &format!("only {server} answers now, not the server the transaction ran on"),
             lost,
         )),
-        Ok(Err(error)) => Err(unknown(&error.to_string(), lost)),
+        Ok(Err(error)) => Err(unknown(
+            &crate::report::ErrorChain(&error).to_string(),
+            lost,
+        )),
         Err(_) => Err(unknown("the server did not say in time", lost)),
     }
 }
@@ -195,17 +198,14 @@ async fn settled_status(
     transaction: &Transaction,
     deadline: Instant,
     within: Duration,
-) -> Result<Status, sqlx::Error> {
-    let Opened {
-        raw: mut connection,
-        server,
-    } = hosts.connect(within).await?;
+) -> Result<Status, LookupError> {
+    let Opened { link, server } = hosts.connect(within).await?;
     if transaction
         .server
         .as_ref()
         .is_some_and(|ran_on| *ran_on != server)
     {
-        let _ = connection.close().await;
+        link.close(within).await;
         let timeline = server.timeline.as_deref().unwrap_or("none");
         return Ok(Status::Elsewhere(format!(
             "{} (timeline {timeline})",
@@ -214,11 +214,11 @@ async fn settled_status(
     }
     let mut terminated = false;
     let status = loop {
-        let (status, waiting): (Option<String>, Option<String>) = sqlx::query_as(STATUS)
-            .bind(&transaction.id)
-            .bind(transaction.backend)
-            .fetch_one(&mut connection)
+        let row = link
+            .query_one(STATUS, &[&transaction.id, &transaction.backend])
             .await?;
+        let status: Option<String> = row.try_get(0)?;
+        let waiting: Option<String> = row.try_get(1)?;
         match status.as_deref() {
             Some("committed") => break Status::Committed,
             Some("aborted") => break Status::Aborted,
@@ -228,24 +228,31 @@ async fn settled_status(
             }
             Some(_in_progress) => {
                 if !terminated {
-                    sqlx::query("select pg_terminate_backend($1)")
-                        .bind(transaction.backend)
-                        .execute(&mut connection)
+                    link.execute("select pg_terminate_backend($1)", &[&transaction.backend])
                         .await?;
                     terminated = true;
                 }
                 if Instant::now() + SETTLE_POLL >= deadline {
-                    return Err(sqlx::Error::Protocol(
-                        "the transaction was still in progress".to_owned(),
-                    ));
+                    return Err(LookupError::StillInProgress);
                 }
                 tokio::time::sleep(SETTLE_POLL).await;
             }
         }
     };
     // A courtesy to the server; the answer is known either way.
-    let _ = connection.close().await;
+    link.close(within).await;
     Ok(status)
+}
+
+/// Why a transaction's status could not be read.
+#[derive(Debug, thiserror::Error)]
+enum LookupError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    #[error(transparent)]
+    Query(#[from] tokio_postgres::Error),
+    #[error("the transaction was still in progress")]
+    StillInProgress,
 }
 
 #[cfg(test)]
@@ -270,14 +277,16 @@ mod tests {
         );
         let unknown = unknown(
             "the server did not say in time",
-            LostAnswer::Failed(sqlx::Error::PoolTimedOut),
+            LostAnswer::Unanswered {
+                waited: Duration::from_millis(2000),
+            },
         );
         assert!(unknown.is_outcome_unknown());
         assert_eq!(
             crate::report::ErrorChain(&unknown).to_string(),
             "the repository could not tell whether the write was applied: its fate could not \
-             be learned: the server did not say in time: the commit failed: pool timed out \
-             while waiting for an open connection"
+             be learned: the server did not say in time: the commit was not answered within \
+             2000 ms"
         );
     }
 }

@@ -12,6 +12,7 @@ use items_domain::{
 };
 
 use super::coalesce::{Coalescer, ItemCreates, ItemReads};
+use super::decode::{self, column};
 use super::pool::{Lease, Pool, lease};
 use crate::sql::rows::{stored_item, stored_items};
 
@@ -41,6 +42,14 @@ impl PostgresItemRepository {
 
 /// The number of items: the sum of the tally's slots (migration 0002).
 const TOTAL: &str = "select coalesce(sum(items), 0)::bigint from item_tally";
+/// The number of items named `$1`.
+const NAMED_TOTAL: &str = "select count(*) from items where name = $1";
+
+/// Items after `$1` in id order, at most `$2` (`null`: all).
+const PAGE: &str = "select id, name from items where id > $1 order by id limit $2";
+/// [`PAGE`] of the items named `$1`.
+const NAMED_PAGE: &str =
+    "select id, name from items where name = $1 and id > $2 order by id limit $3";
 
 /// Rows a full listing reads per round trip (see [`Cursor`]).
 const BATCH: i64 = 1000;
@@ -61,16 +70,8 @@ impl Cursor {
         // Each batch is an operation of its own: a long listing is not cut
         // by the budget, a stalled batch is.
         self.connection.renew();
-        let rows = self
-            .connection
-            .run(|connection| {
-                sqlx::query_as("select id, name from items where id > $1 order by id limit $2")
-                    .bind(after)
-                    .bind(BATCH)
-                    .fetch_all(connection)
-            })
-            .await;
-        let items = match rows.and_then(stored_items) {
+        let rows = self.connection.query(PAGE, &[&after, &BATCH]).await;
+        let items = match rows.and_then(|rows| stored_items(decode::items(&rows)?)) {
             Ok(items) => items,
             Err(error) => return Some((Err(error), None)),
         };
@@ -104,50 +105,43 @@ impl ItemRepository for PostgresItemRepository {
         // `limit null` is no limit at all.
         let fetch = query.limit.map(|limit| limit.get() as i64 + 1);
         let mut connection = lease(&self.pool).await?;
-        let (rows, total): (Vec<(i64, Vec<u8>)>, i64) = match &query.name {
+        // The page and its total are sent together: one round trip.
+        let (rows, total) = match &query.name {
             None => {
-                let rows = connection
-                    .run(|connection| {
-                        sqlx::query_as(
-                            "select id, name from items where id > $1 order by id limit $2",
+                let page = connection.prepared(PAGE).await?;
+                let tally = connection.prepared(TOTAL).await?;
+                connection
+                    .run(|client| async move {
+                        // Exact and O(1): the tally the triggers of migration
+                        // 0002 keep in the same transaction as every insert
+                        // and delete, summed over its 16 slots (`count(*)`
+                        // would read the table).
+                        futures_util::future::try_join(
+                            client.query(&page, &[&after, &fetch]),
+                            client.query_one(&tally, &[]),
                         )
-                        .bind(after)
-                        .bind(fetch)
-                        .fetch_all(connection)
+                        .await
                     })
-                    .await?;
-                // Exact and O(1): the tally the triggers of migration 0002
-                // keep in the same transaction as every insert and delete,
-                // summed over its 16 slots (`count(*)` would read the table).
-                let total = connection
-                    .run(|connection| sqlx::query_scalar(TOTAL).fetch_one(connection))
-                    .await?;
-                (rows, total)
+                    .await?
             }
             Some(name) => {
                 let name = name.as_str().as_bytes();
-                let rows = connection
-                    .run(|connection| {
-                        sqlx::query_as(
-                            "select id, name from items where name = $1 and id > $2 order by id limit $3",
+                let page = connection.prepared(NAMED_PAGE).await?;
+                let count = connection.prepared(NAMED_TOTAL).await?;
+                connection
+                    .run(|client| async move {
+                        futures_util::future::try_join(
+                            client.query(&page, &[&name, &after, &fetch]),
+                            client.query_one(&count, &[&name]),
                         )
-                        .bind(name)
-                        .bind(after)
-                        .bind(fetch)
-                        .fetch_all(connection)
+                        .await
                     })
-                    .await?;
-                let total = connection
-                    .run(|connection| {
-                        sqlx::query_scalar("select count(*) from items where name = $1")
-                            .bind(name)
-                            .fetch_one(connection)
-                    })
-                    .await?;
-                (rows, total)
+                    .await?
             }
         };
         drop(connection);
+        let total: i64 = column(&total, 0)?;
+        let rows = decode::items(&rows)?;
         let mut items = stored_items(rows)?;
         let has_more = query.limit.is_some_and(|limit| items.len() > limit.get());
         if let Some(limit) = query.limit {
@@ -168,14 +162,13 @@ impl ItemRepository for PostgresItemRepository {
         connection
             .begin("begin isolation level repeatable read, read only")
             .await?;
-        let (version, total): (i64, i64) = connection
-            .run(|connection| {
-                sqlx::query_as(
-                    "select coalesce(sum(writes), 0)::bigint, coalesce(sum(items), 0)::bigint from item_tally",
-                )
-                .fetch_one(connection)
-            })
+        let tally = connection
+            .query_one(
+                "select coalesce(sum(writes), 0)::bigint, coalesce(sum(items), 0)::bigint from item_tally",
+                &[],
+            )
             .await?;
+        let (version, total): (i64, i64) = (column(&tally, 0)?, column(&tally, 1)?);
         let cursor = Cursor {
             connection,
             after: i64::MIN,
@@ -237,27 +230,19 @@ impl ItemRepository for PostgresItemRepository {
         let updated = match &expected {
             None => {
                 connection
-                    .run(|connection| {
-                        sqlx::query("update items set name = $2 where id = $1")
-                            .bind(id)
-                            .bind(new)
-                            .execute(connection)
-                    })
+                    .execute("update items set name = $2 where id = $1", &[&id, &new])
                     .await?
             }
             Some(expected) => {
+                let expected = expected.as_str().as_bytes();
                 connection
-                    .run(|connection| {
-                        sqlx::query("update items set name = $2 where id = $1 and name = $3")
-                            .bind(id)
-                            .bind(new)
-                            .bind(expected.as_str().as_bytes())
-                            .execute(connection)
-                    })
+                    .execute(
+                        "update items set name = $2 where id = $1 and name = $3",
+                        &[&id, &new, &expected],
+                    )
                     .await?
             }
-        }
-        .rows_affected();
+        };
         if updated > 0 || expected.is_none() {
             connection.commit().await?;
             return Ok(if updated > 0 {
@@ -266,13 +251,10 @@ impl ItemRepository for PostgresItemRepository {
                 Replaced::NotFound
             });
         }
-        let exists: bool = connection
-            .run(|connection| {
-                sqlx::query_scalar("select exists (select 1 from items where id = $1)")
-                    .bind(id)
-                    .fetch_one(connection)
-            })
+        let row = connection
+            .query_one("select exists (select 1 from items where id = $1)", &[&id])
             .await?;
+        let exists: bool = column(&row, 0)?;
         connection.commit().await?;
         Ok(if exists {
             Replaced::Changed
@@ -286,13 +268,8 @@ impl ItemRepository for PostgresItemRepository {
         let mut connection = lease(&self.pool).await?;
         connection.begin_write().await?;
         let deleted = connection
-            .run(|connection| {
-                sqlx::query("delete from items where id = $1")
-                    .bind(id.get())
-                    .execute(connection)
-            })
-            .await?
-            .rows_affected();
+            .execute("delete from items where id = $1", &[&id.get()])
+            .await?;
         connection.commit().await?;
         Ok(deleted > 0)
     }

@@ -26,6 +26,7 @@ use std::time::SystemTime;
 use items_domain::idempotency::{PURGE_BATCH, live_since, unix_millis};
 use items_domain::{Id, IdempotencyKey, Item, Keyed, Name, Price, Product, RepositoryError};
 
+use super::decode::{self, column};
 use super::pool::{Lease, Pool, lease};
 use crate::sql::rows::{stored_item, stored_product};
 
@@ -76,17 +77,15 @@ async fn first_item(
     key: &IdempotencyKey,
     live_since: i64,
 ) -> Result<Option<Item>, RepositoryError> {
-    let row: Option<(i64, Vec<u8>)> = connection
-        .run(|connection| {
-            sqlx::query_as(
-                "select item_id, name from item_keys where key = $1 and created_at >= $2",
-            )
-            .bind(key.as_str())
-            .bind(live_since)
-            .fetch_optional(connection)
-        })
+    let row = connection
+        .query_opt(
+            "select item_id, name from item_keys where key = $1 and created_at >= $2",
+            &[&key.as_str(), &live_since],
+        )
         .await?;
-    row.map(stored_item).transpose()
+    row.as_ref()
+        .map(|row| stored_item(decode::item(row)?))
+        .transpose()
 }
 
 /// The product a live `key` created, as first created.
@@ -95,18 +94,15 @@ async fn first_product(
     key: &IdempotencyKey,
     live_since: i64,
 ) -> Result<Option<Product>, RepositoryError> {
-    let row: Option<(i64, Vec<u8>, f64)> = connection
-        .run(|connection| {
-            sqlx::query_as(
-                "select product_id, name, price from product_keys \
-                 where key = $1 and created_at >= $2",
-            )
-            .bind(key.as_str())
-            .bind(live_since)
-            .fetch_optional(connection)
-        })
+    let row = connection
+        .query_opt(
+            "select product_id, name, price from product_keys \
+             where key = $1 and created_at >= $2",
+            &[&key.as_str(), &live_since],
+        )
         .await?;
-    row.map(stored_product).transpose()
+    row.map(|row| stored_product((column(&row, 0)?, column(&row, 1)?, column(&row, 2)?)))
+        .transpose()
 }
 
 /// The claim found a live key, but the lookup after it did not: only a key
@@ -128,17 +124,20 @@ pub(super) async fn create_item(
         return Ok(Keyed::of_live_key(first, same));
     }
     connection.begin_write().await?;
-    let created: Option<i64> = connection
-        .run(|connection| {
-            sqlx::query_scalar(CREATE_ITEM)
-                .bind(key.as_str())
-                .bind(name.as_str().as_bytes())
-                .bind(unix_millis(at))
-                .bind(live_since)
-                .bind(PURGE_BATCH as i64)
-                .fetch_optional(connection)
-        })
-        .await?;
+    let created = connection
+        .query_opt(
+            CREATE_ITEM,
+            &[
+                &key.as_str(),
+                &name.as_str().as_bytes(),
+                &unix_millis(at),
+                &live_since,
+                &(PURGE_BATCH as i64),
+            ],
+        )
+        .await?
+        .map(|row| column::<i64>(&row, 0))
+        .transpose()?;
     if let Some(id) = created {
         connection.commit().await?;
         return Ok(Keyed::Created(Item {
@@ -168,18 +167,21 @@ pub(super) async fn create_product(
         return Ok(Keyed::of_live_key(first, same));
     }
     connection.begin_write().await?;
-    let created: Option<i64> = connection
-        .run(|connection| {
-            sqlx::query_scalar(CREATE_PRODUCT)
-                .bind(key.as_str())
-                .bind(name.as_str().as_bytes())
-                .bind(unix_millis(at))
-                .bind(live_since)
-                .bind(PURGE_BATCH as i64)
-                .bind(price.get())
-                .fetch_optional(connection)
-        })
-        .await?;
+    let created = connection
+        .query_opt(
+            CREATE_PRODUCT,
+            &[
+                &key.as_str(),
+                &name.as_str().as_bytes(),
+                &unix_millis(at),
+                &live_since,
+                &(PURGE_BATCH as i64),
+                &price.get(),
+            ],
+        )
+        .await?
+        .map(|row| column::<i64>(&row, 0))
+        .transpose()?;
     if let Some(id) = created {
         connection.commit().await?;
         return Ok(Keyed::Created(Product {

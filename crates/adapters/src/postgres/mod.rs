@@ -1,39 +1,47 @@
 //! PostgreSQL repositories: the same service, shared by many instances.
 //!
-//! Queries are checked at run time (`sqlx::query_as`), not at build time, so
-//! building needs no database; the repository contract suite runs every query
-//! against a real PostgreSQL instead. Every database failure becomes
+//! The driver is tokio-postgres; each connection prepares its statements
+//! once (`pool.rs`). Queries are checked at run time, not at build time, so
+//! building needs no database; the repository contract suite runs every
+//! query against a real PostgreSQL instead. Every database failure becomes
 //! [`RepositoryError::Unavailable`]: the HTTP adapter answers 503 and logs the
 //! cause, and the pool reconnects by itself once the database is back.
 //! Every store operation has a budget (`DATABASE_STATEMENT_TIMEOUT_MS`),
 //! kept by the server and by this client (`budget.rs`). A URL may list
-//! several hosts, as libpq's do (`hosts`): each new connection goes to the
-//! first whose server has the URL's `target_session_attrs`, so a store
-//! whose primary is lost goes on on the standby promoted in its place.
+//! several hosts, as libpq's do, read by the driver (`url.rs`): each new
+//! connection goes to the first whose server has the URL's
+//! `target_session_attrs` (`hosts.rs`), so a store whose primary is lost
+//! goes on on the standby promoted in its place.
 
 mod budget;
 mod coalesce;
+mod decode;
 mod fate;
 mod hosts;
 mod items;
 mod keys;
+mod link;
 mod pool;
 mod products;
 mod transfer;
+mod url;
 mod users;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use items_domain::{DependencyDown, HealthCheck, Repositories, RepositoryError};
-use sqlx::Connection as _;
-use sqlx::postgres::PgConnectOptions;
 
 use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
 use hosts::Hosts;
 use pool::Pool;
+
+pub use crate::sql::migrations::MigrateError;
+pub use hosts::NoHost;
+pub use link::OpenError;
+pub use url::{PostgresUrl, UrlError};
 
 pub use crate::sql::budget::{DEFAULT_STATEMENT_TIMEOUT, OverBudget};
 pub use coalesce::{CoalescingStats, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS};
@@ -45,7 +53,7 @@ pub use users::PostgresUserRepository;
 
 /// How long a request waits for a pooled connection (free, newly opened or
 /// tidied) before it is answered 503; also the bound on each connection
-/// attempt at start. sqlx's default is 30 s: far too long for a client to
+/// attempt at start. The common default of 30 s is far too long for a client to
 /// wait to learn that the database is down.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Connections per instance unless `DATABASE_POOL_SIZE` says otherwise (C1).
@@ -53,35 +61,24 @@ const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 /// with room for administrators.
 pub const DEFAULT_POOL_SIZE: u32 = 10;
 
-/// The migrations in `crates/adapters/migrations`, embedded in the binary.
-///
-/// Migrations applied by a newer release are not an error (sqlx's default
-/// is to refuse them): during a rolling upgrade the first new instance
-/// migrates, and every instance of the previous release must still start —
-/// after a crash, or when the upgrade is rolled back — on the expanded
-/// schema it was written to keep working on (`migrations/README.md`). An
-/// applied migration whose file was edited is still refused.
-pub static MIGRATOR: LazyLock<sqlx::migrate::Migrator> = LazyLock::new(|| {
-    let mut migrator = sqlx::migrate!();
-    migrator.set_ignore_missing(true);
-    migrator
-});
+/// Server settings every connection starts with: PostgreSQL's notices
+/// (e.g. `relation "_sqlx_migrations" already exists, skipping` when a
+/// second instance starts) are not the operator's business; only warnings
+/// and errors are sent to the client.
+const QUIET: &str = "-c client_min_messages=warning";
 
 /// Why the database could not be used at start.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("the database URL cannot be used")]
-    InvalidUrl(#[source] sqlx::Error),
+    InvalidUrl(#[source] UrlError),
     #[error("the database is unreachable after {:.1} s", waited.as_secs_f64())]
-    Unreachable {
-        waited: Duration,
-        source: sqlx::Error,
-    },
+    Unreachable { waited: Duration, source: OpenError },
     /// The server answered and said no: retrying cannot help.
     #[error("the database refused the connection")]
-    Refused(#[source] sqlx::Error),
+    Refused(#[source] OpenError),
     #[error("the database could not be migrated")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(#[from] MigrateError),
 }
 
 /// How the pool is sized and how long one store operation may take.
@@ -118,44 +115,16 @@ pub struct PostgresStore {
 }
 
 impl PostgresStore {
-    /// Connects, retrying with exponential backoff (0.1 s doubling, at most
-    /// 2 s apart) for up to `patience` — a database that starts a moment
-    /// after the service is normal in a deployment — applies the migrations
-    /// on that first connection, and returns a pool of at most `pool_size`
-    /// connections, opened as requests need them. `Migrator` takes an
-    /// advisory lock, so instances starting together migrate once.
+    /// Connects to `url`, retrying with exponential backoff (0.1 s
+    /// doubling, at most 2 s apart) for up to `patience` — a database that
+    /// starts a moment after the service is normal in a deployment —
+    /// applies the migrations on that first connection (under an advisory
+    /// lock, so instances starting together migrate once; the migrations
+    /// run without the statement budget: an index built on a large table
+    /// may take longer), and returns a pool of at most
+    /// `settings.pool_size` connections, opened as requests need them.
     ///
-    /// # Errors
-    /// [`ConnectError::Unreachable`] when no connection succeeded in time;
-    /// [`ConnectError::Migrate`] when the schema could not be brought up to date.
-    pub async fn connect(
-        options: PgConnectOptions,
-        pool_size: u32,
-        patience: Duration,
-    ) -> Result<Self, ConnectError> {
-        let settings = PostgresSettings {
-            pool_size,
-            ..PostgresSettings::default()
-        };
-        Self::connect_with(options, settings, patience).await
-    }
-
-    /// [`PostgresStore::connect`] with every setting given. The migrations
-    /// run without the statement budget (an index built on a large table
-    /// may take longer); the pool's connections run with it.
-    ///
-    /// # Errors
-    /// As [`PostgresStore::connect`].
-    pub async fn connect_with(
-        options: PgConnectOptions,
-        settings: PostgresSettings,
-        patience: Duration,
-    ) -> Result<Self, ConnectError> {
-        Self::connect_hosts(Hosts::one(options), settings, patience).await
-    }
-
-    /// [`PostgresStore::connect`] with options read from a `postgres://` URL,
-    /// which may list several hosts as libpq's do
+    /// A URL may list several hosts, as libpq's do
     /// (`postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write`):
     /// each new connection then goes to the first host whose server has
     /// the attribute (`any`, `read-write`, `read-only`, `primary`,
@@ -163,33 +132,25 @@ impl PostgresStore {
     /// went to.
     ///
     /// # Errors
-    /// [`ConnectError::InvalidUrl`] when the URL cannot be read, else as
-    /// [`PostgresStore::connect`].
-    pub async fn connect_url(
-        url: &str,
+    /// [`ConnectError::Refused`] when the server said no for good (no such
+    /// database, a wrong password); [`ConnectError::Unreachable`] when no
+    /// connection succeeded in time; [`ConnectError::Migrate`] when the
+    /// schema could not be brought up to date.
+    pub async fn connect(
+        url: &PostgresUrl,
         settings: PostgresSettings,
         patience: Duration,
     ) -> Result<Self, ConnectError> {
-        let hosts = Hosts::from_url(url).map_err(ConnectError::InvalidUrl)?;
-        Self::connect_hosts(hosts, settings, patience).await
-    }
-
-    /// [`PostgresStore::connect_with`] over every host of `hosts`.
-    async fn connect_hosts(
-        hosts: Hosts,
-        settings: PostgresSettings,
-        patience: Duration,
-    ) -> Result<Self, ConnectError> {
-        let hosts = hosts.map_options(quiet);
+        let hosts = Hosts::new(url, QUIET);
         let started = tokio::time::Instant::now();
         let mut pause = Duration::from_millis(100);
-        let mut first = loop {
+        let first = loop {
             let attempt = tokio::time::timeout(ACQUIRE_TIMEOUT, hosts.connect(ACQUIRE_TIMEOUT))
                 .await
-                .unwrap_or(Err(sqlx::Error::PoolTimedOut));
+                .unwrap_or(Err(OpenError::TimedOut(ACQUIRE_TIMEOUT)));
             match attempt {
-                Ok(opened) => break opened.raw,
-                Err(source) if is_permanent(&source) => return Err(ConnectError::Refused(source)),
+                Ok(opened) => break opened.link,
+                Err(source) if source.is_permanent() => return Err(ConnectError::Refused(source)),
                 Err(source) if started.elapsed() >= patience => {
                     return Err(ConnectError::Unreachable {
                         waited: started.elapsed(),
@@ -197,7 +158,7 @@ impl PostgresStore {
                     });
                 }
                 Err(source) => {
-                    tracing::warn!(error = %source, "database not reachable yet; retrying");
+                    tracing::warn!(error = %crate::report::ErrorChain(&source), "database not reachable yet; retrying");
                     // The last pause ends at the patience, for a last try
                     // then: the whole patience is waited, not the sum of
                     // whole pauses that fit in it.
@@ -207,14 +168,13 @@ impl PostgresStore {
                 }
             }
         };
-        MIGRATOR.run(&mut first).await?;
+        crate::sql::migrations::run_postgres(&first).await?;
         // The pool opens its own connections as requests need them.
-        let _ = first.close().await;
+        first.close(ACQUIRE_TIMEOUT).await;
         let budget = settings.statement_timeout;
+        let options = format!("{QUIET} {}", budget::statement_timeout(budget));
         let manager = pool::Manager {
-            hosts: Arc::new(
-                hosts.map_options(|options| options.options([budget::statement_timeout(budget)])),
-            ),
+            hosts: Arc::new(Hosts::new(url, &options)),
             budget,
         };
         let pool = Pool::builder(manager)
@@ -318,9 +278,7 @@ impl HealthCheck for PostgresStore {
             if self.pool.manager().hosts.asks() {
                 lease.confirm().await?;
             } else {
-                lease
-                    .run(|connection| sqlx::query("SELECT 1").execute(connection))
-                    .await?;
+                lease.run(|client| client.batch_execute("select 1")).await?;
             }
             Ok(lease.host())
         };
@@ -345,26 +303,7 @@ pub fn describe_metrics() {
     hosts::describe_metrics();
 }
 
-/// A refusal that no retry will change: the database does not exist
-/// (`3D000`), or the role or its password is wrong (`28000`, `28P01`).
-/// Anything else, a refused TCP connection included, may be a server still
-/// starting, and is retried.
-fn is_permanent(error: &sqlx::Error) -> bool {
-    const PERMANENT: [&str; 3] = ["3D000", "28000", "28P01"];
-    error
-        .as_database_error()
-        .and_then(|error| error.code())
-        .is_some_and(|code| PERMANENT.contains(&code.as_ref()))
-}
-
-/// PostgreSQL's notices (e.g. `relation "_sqlx_migrations" already exists,
-/// skipping` when a second instance starts) are not the operator's business:
-/// only warnings and errors are sent to the client, and so to the log.
-fn quiet(options: PgConnectOptions) -> PgConnectOptions {
-    options.options([("client_min_messages", "warning")])
-}
-
-fn unavailable(error: sqlx::Error) -> RepositoryError {
+fn unavailable(error: impl std::error::Error + Send + Sync + 'static) -> RepositoryError {
     RepositoryError::unavailable(error)
 }
 
@@ -376,7 +315,7 @@ mod tests {
     fn the_time_waited_is_reported_in_tenths_of_a_second() {
         let error = ConnectError::Unreachable {
             waited: Duration::from_nanos(16_512_223_983),
-            source: sqlx::Error::PoolTimedOut,
+            source: OpenError::TimedOut(Duration::from_secs(3)),
         };
 
         assert_eq!(
@@ -387,43 +326,38 @@ mod tests {
 
     #[test]
     fn a_refusal_without_a_database_code_is_retried() {
-        assert!(!is_permanent(&sqlx::Error::PoolTimedOut));
-        assert!(!is_permanent(&sqlx::Error::Io(std::io::Error::from(
-            std::io::ErrorKind::ConnectionRefused
-        ))));
+        assert!(!OpenError::TimedOut(Duration::from_secs(1)).is_permanent());
+        assert!(
+            !OpenError::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused))
+                .is_permanent()
+        );
     }
 
     #[test]
     fn each_connect_error_names_every_cause_once() {
         let refused = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let io = || sqlx::Error::Io(refused());
+        let io = || OpenError::Io(refused());
         crate::report::assert_chains(vec![
             (
-                Box::new(ConnectError::InvalidUrl(sqlx::Error::Configuration(
-                    Box::new(refused()),
-                ))),
-                "the database URL cannot be used: error with configuration: refused",
+                Box::new(ConnectError::InvalidUrl(
+                    PostgresUrl::parse("postgres:///db").expect_err("no host"),
+                )),
+                "the database URL cannot be used: the URL names no host",
             ),
             (
                 Box::new(ConnectError::Unreachable {
                     waited: Duration::from_secs(15),
                     source: io(),
                 }),
-                "the database is unreachable after 15.0 s: error communicating with database: refused",
+                "the database is unreachable after 15.0 s: cannot reach the server: refused",
             ),
             (
                 Box::new(ConnectError::Refused(io())),
-                "the database refused the connection: error communicating with database: refused",
-            ),
-            (
-                Box::new(ConnectError::Migrate(
-                    sqlx::migrate::MigrateError::VersionMissing(2),
-                )),
-                "the database could not be migrated: migration 2 was previously applied but is missing in the resolved migrations",
+                "the database refused the connection: cannot reach the server: refused",
             ),
             (
                 Box::new(RepositoryError::unavailable(io())),
-                "the repository is unavailable: error communicating with database: refused",
+                "the repository is unavailable: cannot reach the server: refused",
             ),
         ]);
     }

@@ -2,11 +2,12 @@
 //! of work.
 //!
 //! Invariants:
-//! - a connection knows whether its last work ran to the end: if it did,
-//!   it goes back as it is, without a round trip; only if it did not (an
-//!   error, a request abandoned mid-query, a listing abandoned
-//!   mid-transaction) is it tidied, with one round trip, before it is lent
-//!   again, or closed when that fails;
+//! - a connection goes back as it is, without a round trip, unless a
+//!   transaction may still be open on it (its work was abandoned or
+//!   failed between `begin` and `commit`): that one is rolled back, with
+//!   one round trip, before it is lent again, or closed when that fails.
+//!   The driver reads every reply for itself, so a query abandoned
+//!   half-way leaves nothing for the next one to read;
 //! - each lease carries the operation's deadline (`budget.rs`): the work on
 //!   it must end by then, and a connection whose work was cut by the
 //!   deadline is closed instead of going back;
@@ -16,12 +17,18 @@
 //!   connection goes through the host selection (`hosts`) again;
 //! - new connections are opened by the host selection of `hosts`, which
 //!   says which server each one is on, so a transaction's fate is asked
-//!   of that same server (`fate.rs`).
+//!   of that same server (`fate.rs`);
+//! - each connection prepares a statement once and keeps it: a query
+//!   after the first is one round trip (bind and execute), and the server
+//!   plans it from its cache.
 //!
-//! Why not sqlx's `PgPool`, which sends a `Sync` and waits for its answer
-//! each time a connection comes back: client CPU per query 40–48 → 18–23 µs,
-//! docs/performance.md "The PostgreSQL store, measured".
+//! Why deadpool's managed pool with a manager of our own rather than
+//! deadpool-postgres: its recycling either trusts a connection that may
+//! still hold an open transaction or sends a query every time one comes
+//! back (client CPU per query 40–48 → 18–23 µs without that round trip,
+//! docs/performance.md "The PostgreSQL store, measured").
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,19 +37,25 @@ use deadpool::managed::{
     self, Metrics, Object, PoolError, RecycleError, RecycleResult, TimeoutType, Timeouts,
 };
 use items_domain::RepositoryError;
-use sqlx::{Connection as _, Executor as _, PgConnection, Row as _};
 use tokio::time::Instant;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Row, SimpleQueryMessage, Statement};
 
 use super::fate::{self, LostAnswer, Transaction};
 use super::hosts::{Hosts, Server, ServerState};
+use super::link::{Link, OpenError};
 use super::{ACQUIRE_TIMEOUT, unavailable};
 use crate::sql::budget::over_budget;
 
 /// The pool: at most `DATABASE_POOL_SIZE` connections, opened on demand.
 pub(super) type Pool = managed::Pool<Manager>;
 
-/// Opens connections to the store's hosts, and tidies the ones that come
-/// back unsettled.
+/// Parameters of a statement, as the driver takes them.
+pub(super) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+/// Opens connections to the store's hosts, and rolls back the ones that
+/// come back with a transaction open.
 #[derive(Debug)]
 pub(super) struct Manager {
     /// The servers of the URL and which one a new connection goes to.
@@ -54,59 +67,53 @@ pub(super) struct Manager {
 /// A connection, and what its last work may have left on it.
 #[derive(Debug)]
 pub(super) struct Connection {
-    raw: PgConnection,
-    /// Work started and did not end well: replies may be unread.
-    unsettled: bool,
-    /// A transaction begun by [`Lease::begin`] and not yet committed.
+    link: Link,
+    /// A transaction was begun on it and not (yet) committed.
     in_transaction: bool,
     /// Its server refused a write as read-only: closed, never lent again.
     read_only: bool,
     /// The server it is on.
     server: Server,
+    /// The statements it prepared, by their SQL.
+    statements: HashMap<&'static str, Statement>,
 }
 
 impl managed::Manager for Manager {
     type Type = Connection;
-    type Error = sqlx::Error;
+    type Error = OpenError;
 
     /// A connection to the first host that fits (`hosts`), the wait for
     /// it shared among the hosts.
-    async fn create(&self) -> Result<Connection, sqlx::Error> {
+    async fn create(&self) -> Result<Connection, OpenError> {
         let opened = self.hosts.connect(ACQUIRE_TIMEOUT.min(self.budget)).await?;
         Ok(Connection {
-            raw: opened.raw,
-            unsettled: false,
+            link: opened.link,
             in_transaction: false,
             read_only: false,
             server: opened.server,
+            statements: HashMap::new(),
         })
     }
 
-    /// Free when the last work ended well. Otherwise `rollback` (in a
-    /// transaction) or a bare `Sync` reads every reply still due — sqlx
-    /// waits until the server is ready before sending anything — and ends
-    /// the transaction; a connection that cannot do that is closed.
-    async fn recycle(
-        &self,
-        connection: &mut Connection,
-        _: &Metrics,
-    ) -> RecycleResult<sqlx::Error> {
+    /// Free unless a transaction may be open on it: then `rollback`, and a
+    /// connection that cannot do that is closed. A broken one is closed.
+    async fn recycle(&self, connection: &mut Connection, _: &Metrics) -> RecycleResult<OpenError> {
         if connection.read_only {
             return Err(RecycleError::message(
                 "its server refused a write as read-only",
             ));
         }
+        if connection.link.is_closed() {
+            return Err(RecycleError::message("the connection is closed"));
+        }
         if connection.in_transaction {
             connection
-                .raw
-                .execute("rollback")
+                .link
+                .batch_execute("rollback")
                 .await
-                .map_err(RecycleError::Backend)?;
-        } else if connection.unsettled {
-            connection.raw.ping().await.map_err(RecycleError::Backend)?;
+                .map_err(|error| RecycleError::Backend(error.into()))?;
+            connection.in_transaction = false;
         }
-        connection.unsettled = false;
-        connection.in_transaction = false;
         Ok(())
     }
 }
@@ -128,10 +135,10 @@ pub(super) struct Lease {
 }
 
 /// A connection from `pool` for one store operation, which must end within
-/// the pool's budget from now. The wait for a connection (free, newly
-/// opened or tidied) counts against the budget and is cut at
-/// [`ACQUIRE_TIMEOUT`] if the budget is longer, so a database that is down
-/// is reported as fast with a long budget as with a short one.
+/// the pool's budget from now. The wait for a connection (free or newly
+/// opened) counts against the budget and is cut at [`ACQUIRE_TIMEOUT`] if
+/// the budget is longer, so a database that is down is reported as fast
+/// with a long budget as with a short one.
 pub(super) async fn lease(pool: &Pool) -> Result<Lease, RepositoryError> {
     lease_from(pool, pool.get())
         .await?
@@ -163,8 +170,8 @@ pub(super) async fn try_lease(pool: &Pool) -> Result<Option<Lease>, RepositoryEr
 /// to judge ([`try_lease`] takes "none free" for an answer).
 async fn lease_from(
     pool: &Pool,
-    get: impl Future<Output = Result<Object<Manager>, PoolError<sqlx::Error>>>,
-) -> Result<Result<Lease, PoolError<sqlx::Error>>, RepositoryError> {
+    get: impl Future<Output = Result<Object<Manager>, PoolError<OpenError>>>,
+) -> Result<Result<Lease, PoolError<OpenError>>, RepositoryError> {
     let budget = pool.manager().budget;
     let deadline = Instant::now() + budget;
     let wait = ACQUIRE_TIMEOUT.min(budget);
@@ -178,22 +185,20 @@ async fn lease_from(
         })),
         Ok(Err(error)) => Ok(Err(error)),
         Err(_) if wait == budget => Err(over_budget(budget)),
-        Err(_) => Err(unavailable(sqlx::Error::PoolTimedOut)),
+        Err(_) => Err(unavailable(OpenError::TimedOut(wait))),
     }
 }
 
 impl Lease {
-    /// Runs `work` (one or more statements) on the connection, if it ends
-    /// before the operation's deadline. Until it has ended well the
-    /// connection counts as unsettled, so a future dropped half-way leaves
-    /// a connection the pool will tidy; work the deadline cut leaves a
-    /// connection that is closed.
+    /// Runs `work` (one or more statements, pipelined when it sends them
+    /// together) on the connection, if it ends before the operation's
+    /// deadline; work the deadline cut leaves a connection that is closed.
     pub(super) async fn run<'c, T, F>(
         &'c mut self,
-        work: impl FnOnce(&'c mut PgConnection) -> F,
+        work: impl FnOnce(&'c Client) -> F,
     ) -> Result<T, RepositoryError>
     where
-        F: Future<Output = Result<T, sqlx::Error>> + 'c,
+        F: Future<Output = Result<T, tokio_postgres::Error>> + 'c,
     {
         let Self {
             connection,
@@ -211,27 +216,83 @@ impl Lease {
             return Err(RepositoryError::unavailable("the connection was closed"));
         };
         let Connection {
-            raw,
-            unsettled,
-            read_only,
-            ..
+            link, read_only, ..
         } = &mut **connection;
-        *unsettled = true;
-        match tokio::time::timeout_at(*deadline, work(raw)).await {
+        match tokio::time::timeout_at(*deadline, work(link)).await {
             Ok(Err(error)) if is_read_only(&error) => {
                 // Closed when the lease drops, with the idle ones to its host.
                 *read_only = true;
                 Err(unavailable(error))
             }
-            Ok(result) => {
-                *unsettled = result.is_err();
-                result.map_err(unavailable)
-            }
+            Ok(result) => result.map_err(unavailable),
             Err(_) => {
                 *expired = true;
                 Err(over_budget(*budget))
             }
         }
+    }
+
+    /// The connection's statement for `sql`, prepared on first use.
+    pub(super) async fn prepared(
+        &mut self,
+        sql: &'static str,
+    ) -> Result<Statement, RepositoryError> {
+        if let Some(statement) = self
+            .connection
+            .as_ref()
+            .and_then(|connection| connection.statements.get(sql))
+        {
+            return Ok(statement.clone());
+        }
+        let statement = self.run(|client| client.prepare(sql)).await?;
+        if let Some(connection) = self.connection.as_mut() {
+            connection.statements.insert(sql, statement.clone());
+        }
+        Ok(statement)
+    }
+
+    /// The rows of `sql` with `params`.
+    pub(super) async fn query(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> Result<Vec<Row>, RepositoryError> {
+        let statement = self.prepared(sql).await?;
+        self.run(|client| async move { client.query(&statement, params).await })
+            .await
+    }
+
+    /// The row of `sql` with `params`, if any (at most one is read).
+    pub(super) async fn query_opt(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> Result<Option<Row>, RepositoryError> {
+        let statement = self.prepared(sql).await?;
+        self.run(|client| async move { client.query_opt(&statement, params).await })
+            .await
+    }
+
+    /// The one row of `sql` with `params`.
+    pub(super) async fn query_one(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> Result<Row, RepositoryError> {
+        let statement = self.prepared(sql).await?;
+        self.run(|client| async move { client.query_one(&statement, params).await })
+            .await
+    }
+
+    /// The rows `sql` changed.
+    pub(super) async fn execute(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> Result<u64, RepositoryError> {
+        let statement = self.prepared(sql).await?;
+        self.run(|client| async move { client.execute(&statement, params).await })
+            .await
     }
 
     /// Gives the operation a whole budget again from now: for a listing,
@@ -255,9 +316,7 @@ impl Lease {
     /// [`Lease::begin_write`].
     pub(super) async fn begin(&mut self, statement: &'static str) -> Result<(), RepositoryError> {
         self.opening()?;
-        self.run(|connection| connection.execute(statement))
-            .await
-            .map(drop)
+        self.run(|client| client.batch_execute(statement)).await
     }
 
     /// Opens a transaction that writes, as [`Lease::begin`] does, and takes
@@ -265,20 +324,27 @@ impl Lease {
     /// learned if its commit's answer is lost (`fate.rs`).
     pub(super) async fn begin_write(&mut self) -> Result<(), RepositoryError> {
         self.opening()?;
-        let row = self
-            // A query without arguments goes as a simple query, which may
-            // hold two statements; its first row is the `select`'s.
-            .run(|connection| connection.fetch_one(fate::BEGIN_WRITE))
+        let messages = self
+            .run(|client| client.simple_query(fate::BEGIN_WRITE))
             .await?;
         let server = self
             .connection
             .as_ref()
             .map(|connection| connection.server.clone());
-        let transaction = Transaction {
-            id: row.try_get(0).map_err(unavailable)?,
-            backend: row.try_get(1).map_err(unavailable)?,
-            server,
-        };
+        let transaction = messages
+            .iter()
+            .find_map(|message| match message {
+                SimpleQueryMessage::Row(row) => Some(row),
+                _ => None,
+            })
+            .and_then(|row| {
+                Some(Transaction {
+                    id: row.get(0)?.to_owned(),
+                    backend: row.get(1)?.parse().ok()?,
+                    server,
+                })
+            })
+            .ok_or_else(|| RepositoryError::unavailable("`begin` gave no transaction id"))?;
         self.transaction = Some(transaction);
         Ok(())
     }
@@ -310,19 +376,11 @@ impl Lease {
             return Err(RepositoryError::unavailable("the connection was closed"));
         };
         let grace = fate::grace(self.budget);
-        let Connection {
-            raw,
-            unsettled,
-            in_transaction,
-            ..
-        } = &mut **connection;
-        *unsettled = true;
         let sent = Instant::now();
-        let lost = match tokio::time::timeout_at(self.deadline + grace, raw.execute("commit")).await
-        {
-            Ok(Ok(_)) => {
-                *unsettled = false;
-                *in_transaction = false;
+        let commit = connection.link.batch_execute("commit");
+        let lost = match tokio::time::timeout_at(self.deadline + grace, commit).await {
+            Ok(Ok(())) => {
+                connection.in_transaction = false;
                 return Ok(());
             }
             Ok(Err(error)) => LostAnswer::Failed(error),
@@ -345,7 +403,7 @@ impl Lease {
             return Err(RepositoryError::unavailable("the connection was closed"));
         };
         let hosts = Arc::clone(&pool.manager().hosts);
-        let state = self.run(ServerState::read).await?;
+        let state = self.run(|client| ServerState::read(client)).await?;
         if state.fits(hosts.attrs()) {
             return Ok(());
         }
@@ -371,11 +429,8 @@ impl Lease {
 
 /// Whether `error` is the server refusing a write as read-only
 /// (`read_only_sql_transaction`: a standby, or a read-only primary).
-fn is_read_only(error: &sqlx::Error) -> bool {
-    error
-        .as_database_error()
-        .and_then(|error| error.code())
-        .is_some_and(|code| code == "25006")
+fn is_read_only(error: &tokio_postgres::Error) -> bool {
+    error.code() == Some(&SqlState::READ_ONLY_SQL_TRANSACTION)
 }
 
 /// Closes the idle connections to `host`, whose server refused a write as
@@ -425,7 +480,7 @@ pub(super) async fn close(pool: &Pool) {
     pool.close();
     for connection in idle {
         // Closing is a courtesy to the server: a failure changes nothing.
-        let _ = connection.raw.close().await;
+        connection.link.close(Duration::from_secs(1)).await;
     }
 }
 
@@ -436,8 +491,12 @@ mod tests {
     use futures_util::{FutureExt, StreamExt};
     use items_domain::{self as items, Id, ItemRepository, Name};
 
-    use crate::postgres::PostgresStore;
-    use items_testkit::postgres::{ScratchDatabase, test_database_url};
+    use crate::postgres::{PostgresSettings, PostgresStore, PostgresUrl};
+    use items_testkit::postgres::{ScratchDatabase, test_database_url, test_server_address};
+
+    fn url_of(database: &ScratchDatabase) -> PostgresUrl {
+        PostgresUrl::parse(&database.url()).expect("a valid URL")
+    }
 
     /// A store whose pool holds one connection, so every lease after the
     /// first gets the connection the one before it left behind.
@@ -445,7 +504,11 @@ mod tests {
         let database = ScratchDatabase::create(&test_database_url())
             .await
             .expect("a scratch database");
-        let store = PostgresStore::connect(database.options(), 1, Duration::from_secs(5))
+        let settings = PostgresSettings {
+            pool_size: 1,
+            ..PostgresSettings::default()
+        };
+        let store = PostgresStore::connect(&url_of(&database), settings, Duration::from_secs(5))
             .await
             .expect("connects and migrates");
         (store, database)
@@ -489,25 +552,17 @@ mod tests {
     async fn a_connection_the_deadline_cut_is_closed_not_lent_again_c12() {
         use items_testkit::tcp_proxy::TcpProxy;
 
-        use crate::postgres::PostgresSettings;
-
         let database = ScratchDatabase::create(&test_database_url())
             .await
             .expect("a scratch database");
-        let direct = database.options();
-        let target = tokio::net::lookup_host((direct.get_host(), direct.get_port()))
-            .await
-            .expect("the test server's address")
-            .next()
-            .expect("an address");
-        let proxy = TcpProxy::start(target).await;
+        let proxy = TcpProxy::start(test_server_address().await).await;
         let budget = Duration::from_millis(300);
         let settings = PostgresSettings {
             pool_size: 1,
             statement_timeout: budget,
         };
-        let options = direct.host("127.0.0.1").port(proxy.port());
-        let store = PostgresStore::connect_with(options, settings, Duration::from_secs(5))
+        let url = url_of(&database).with_host("127.0.0.1", proxy.port());
+        let store = PostgresStore::connect(&url, settings, Duration::from_secs(5))
             .await
             .expect("connects and migrates");
         let items = store.items();
@@ -534,18 +589,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_whose_write_is_refused_as_read_only_is_closed_not_lent_again() {
-        use sqlx::{Connection as _, Executor as _};
-
         let (store, database) = one_connection().await;
         let items = store.items();
         items.create(name("before")).await.expect("created");
         assert_eq!(store.pool.status().size, 1);
         // What a primary turned standby answers every write: SQLSTATE 25006.
-        let mut admin = sqlx::PgConnection::connect_with(&database.options())
-            .await
-            .expect("the test connects");
+        let admin = database.client().await.expect("the test connects");
         admin
-            .execute(
+            .batch_execute(
                 "create function refuse() returns trigger language plpgsql as $$ begin \
                  raise exception 'read-only' using errcode = '25006'; end $$; \
                  create trigger refuse before update on items \
@@ -573,56 +624,47 @@ mod tests {
         );
 
         admin
-            .execute("drop trigger refuse on items")
+            .batch_execute("drop trigger refuse on items")
             .await
             .expect("the trigger goes");
         items
             .replace(&renamed, None)
             .await
             .expect("written on a new connection");
-        let _ = admin.close().await;
+        drop(admin);
         store.close().await;
         database.drop().await;
     }
 
     #[tokio::test]
     async fn with_read_write_asked_a_read_only_server_gives_no_connection_until_it_is_writable() {
-        use sqlx::{Connection as _, Executor as _};
-
-        use crate::postgres::PostgresSettings;
-
         let database = ScratchDatabase::create(&test_database_url())
             .await
             .expect("a scratch database");
-        let url = format!("{}?target_session_attrs=read-write", database.url());
+        let url = PostgresUrl::parse(&format!(
+            "{}?target_session_attrs=read-write",
+            database.url()
+        ))
+        .expect("a valid URL");
         let settings = PostgresSettings {
             pool_size: 2,
             statement_timeout: Duration::from_millis(500),
         };
-        let store = PostgresStore::connect_url(&url, settings, Duration::from_secs(5))
+        let store = PostgresStore::connect(&url, settings, Duration::from_secs(5))
             .await
             .expect("connects and migrates");
         let items = store.items();
         items.create(name("kept")).await.expect("created");
-        let mut admin = sqlx::PgConnection::connect_with(&database.options())
-            .await
-            .expect("the test connects");
-        let database_name = database
-            .options()
-            .get_database()
-            .unwrap_or_default()
-            .to_owned();
+        let admin = database.client().await.expect("the test connects");
+        let database_name = database.name().to_owned();
         admin
-            .execute(
-                format!(
-                    "alter database \"{database_name}\" set default_transaction_read_only = on"
-                )
-                .as_str(),
-            )
+            .batch_execute(&format!(
+                "alter database \"{database_name}\" set default_transaction_read_only = on"
+            ))
             .await
             .expect("the database turns read-only for new sessions");
         store.close().await;
-        let store = PostgresStore::connect_url(&url, settings, Duration::from_millis(300))
+        let store = PostgresStore::connect(&url, settings, Duration::from_millis(300))
             .await
             .expect_err("no read-write session to start on");
         let text = crate::report::ErrorChain(&store).to_string();
@@ -633,18 +675,17 @@ mod tests {
         );
 
         admin
-            .execute(
-                format!("alter database \"{database_name}\" reset default_transaction_read_only")
-                    .as_str(),
-            )
+            .batch_execute(&format!(
+                "alter database \"{database_name}\" reset default_transaction_read_only"
+            ))
             .await
             .expect("writable again");
-        let store = PostgresStore::connect_url(&url, settings, Duration::from_secs(5))
+        let store = PostgresStore::connect(&url, settings, Duration::from_secs(5))
             .await
             .expect("connects once writable");
         let kept = store.items().get(Id::new(1)).await.expect("answered");
         assert_eq!(kept.map(|item| item.name), Some(name("kept")));
-        let _ = admin.close().await;
+        drop(admin);
         store.close().await;
         database.drop().await;
     }

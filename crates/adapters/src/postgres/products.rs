@@ -9,8 +9,9 @@ use items_domain::{
 };
 
 use super::coalesce::{Coalescer, ProductCreates};
+use super::decode;
 use super::pool::{Pool, lease};
-use crate::sql::rows::{ProductRow, stored_products};
+use crate::sql::rows::stored_products;
 
 /// Products in the `products` table.
 #[derive(Debug, Clone)]
@@ -28,14 +29,11 @@ impl PostgresProductRepository {
 #[async_trait]
 impl ProductRepository for PostgresProductRepository {
     async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
-        let rows: Vec<ProductRow> = lease(&self.pool)
+        let rows = lease(&self.pool)
             .await?
-            .run(|connection| {
-                sqlx::query_as("select id, name, price from products order by id")
-                    .fetch_all(connection)
-            })
+            .query("select id, name, price from products order by id", &[])
             .await?;
-        stored_products(rows)
+        stored_products(decode::products(&rows)?)
     }
 
     /// Group-committed (`coalesce::creates`): alone or in a batch, in a

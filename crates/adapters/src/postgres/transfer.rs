@@ -14,12 +14,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use items_domain::transfer::{Counters, Counts, SnapshotSource, StoreSink};
 use items_domain::{Id, Item, Product, RepositoryError};
-use sqlx::Executor as _;
-use sqlx::postgres::PgConnection;
 
+use super::decode::{self, column};
 use super::hosts::Hosts;
-use super::{ConnectError, MIGRATOR, quiet, unavailable};
-use crate::sql::rows::{ItemRow, ProductRow, page_bounds, stored_items, stored_products};
+use super::link::{Link, OpenError};
+use super::url::PostgresUrl;
+use super::{ConnectError, QUIET, unavailable};
+use crate::sql::rows::{page_bounds, stored_items, stored_products};
 
 /// How long connecting may take: a copy is run by hand, so it fails soon
 /// and says why rather than retrying as a starting service does.
@@ -32,25 +33,23 @@ pub enum BeginError {
     Connect(#[from] ConnectError),
     /// Connected, but the copy's transaction could not begin.
     #[error("the database refused to begin the copy's transaction")]
-    Begin(#[source] sqlx::Error),
+    Begin(#[source] tokio_postgres::Error),
 }
 
 /// Connects once to `url`: to the first of its hosts that fits, when it
 /// lists several (`hosts`).
-async fn connect(url: &str) -> Result<PgConnection, ConnectError> {
-    let hosts = Hosts::from_url(url)
-        .map_err(ConnectError::InvalidUrl)?
-        .map_options(quiet);
+async fn connect(url: &PostgresUrl) -> Result<Link, ConnectError> {
+    let hosts = Hosts::new(url, QUIET);
     match tokio::time::timeout(CONNECT_TIMEOUT, hosts.connect(CONNECT_TIMEOUT)).await {
-        Ok(Ok(opened)) => Ok(opened.raw),
-        Ok(Err(source)) if super::is_permanent(&source) => Err(ConnectError::Refused(source)),
+        Ok(Ok(opened)) => Ok(opened.link),
+        Ok(Err(source)) if source.is_permanent() => Err(ConnectError::Refused(source)),
         Ok(Err(source)) => Err(ConnectError::Unreachable {
             waited: Duration::ZERO,
             source,
         }),
         Err(_) => Err(ConnectError::Unreachable {
             waited: CONNECT_TIMEOUT,
-            source: sqlx::Error::PoolTimedOut,
+            source: OpenError::TimedOut(CONNECT_TIMEOUT),
         }),
     }
 }
@@ -59,7 +58,7 @@ async fn connect(url: &str) -> Result<PgConnection, ConnectError> {
 /// dropped.
 #[derive(Debug)]
 pub struct PostgresSnapshot {
-    connection: PgConnection,
+    connection: Link,
 }
 
 impl PostgresSnapshot {
@@ -69,15 +68,14 @@ impl PostgresSnapshot {
     /// [`BeginError::Connect`] when it cannot be reached;
     /// [`BeginError::Begin`] when the transaction cannot begin or the
     /// database holds no store.
-    pub async fn open(url: &str) -> Result<Self, BeginError> {
-        let mut connection = connect(url).await?;
-        connection
-            .execute("begin isolation level repeatable read, read only")
-            .await
-            .map_err(BeginError::Begin)?;
+    pub async fn open(url: &PostgresUrl) -> Result<Self, BeginError> {
+        let connection = connect(url).await?;
         // The snapshot is taken at the transaction's first query.
-        sqlx::query("select 1 from item_tally limit 1")
-            .fetch_optional(&mut connection)
+        connection
+            .batch_execute(
+                "begin isolation level repeatable read, read only; \
+                 select 1 from item_tally limit 1",
+            )
             .await
             .map_err(BeginError::Begin)?;
         Ok(Self { connection })
@@ -87,17 +85,22 @@ impl PostgresSnapshot {
     /// stand outside snapshots: read after the snapshot was taken, this is
     /// never below an id in it.
     async fn last_id(&mut self, table: &str) -> Result<i64, RepositoryError> {
-        let (sequence,): (String,) = sqlx::query_as("select pg_get_serial_sequence($1, 'id')")
-            .bind(table)
-            .fetch_one(&mut self.connection)
+        let row = self
+            .connection
+            .query_one("select pg_get_serial_sequence($1, 'id')", &[&table])
             .await
             .map_err(unavailable)?;
+        let sequence: String = column(&row, 0)?;
         // `sequence` is the catalog's own, already quoted, name.
-        let (last, called): (i64, bool) =
-            sqlx::query_as(&format!("select last_value, is_called from {sequence}"))
-                .fetch_one(&mut self.connection)
-                .await
-                .map_err(unavailable)?;
+        let row = self
+            .connection
+            .query_one(
+                &format!("select last_value, is_called from {sequence}"),
+                &[],
+            )
+            .await
+            .map_err(unavailable)?;
+        let (last, called): (i64, bool) = (column(&row, 0)?, column(&row, 1)?);
         Ok(if called { last } else { last - 1 })
     }
 }
@@ -117,14 +120,15 @@ impl SnapshotSource for PostgresSnapshot {
         limit: usize,
     ) -> Result<Vec<Item>, RepositoryError> {
         let (after, limit) = page_bounds(after, limit);
-        let rows: Vec<ItemRow> =
-            sqlx::query_as("select id, name from items where id > $1 order by id limit $2")
-                .bind(after)
-                .bind(limit)
-                .fetch_all(&mut self.connection)
-                .await
-                .map_err(unavailable)?;
-        stored_items(rows)
+        let rows = self
+            .connection
+            .query(
+                "select id, name from items where id > $1 order by id limit $2",
+                &[&after, &limit],
+            )
+            .await
+            .map_err(unavailable)?;
+        stored_items(decode::items(&rows)?)
     }
 
     async fn products_after(
@@ -133,22 +137,22 @@ impl SnapshotSource for PostgresSnapshot {
         limit: usize,
     ) -> Result<Vec<Product>, RepositoryError> {
         let (after, limit) = page_bounds(after, limit);
-        let rows: Vec<ProductRow> = sqlx::query_as(
-            "select id, name, price from products where id > $1 order by id limit $2",
-        )
-        .bind(after)
-        .bind(limit)
-        .fetch_all(&mut self.connection)
-        .await
-        .map_err(unavailable)?;
-        stored_products(rows)
+        let rows = self
+            .connection
+            .query(
+                "select id, name, price from products where id > $1 order by id limit $2",
+                &[&after, &limit],
+            )
+            .await
+            .map_err(unavailable)?;
+        stored_products(decode::products(&rows)?)
     }
 }
 
 /// A database being filled in one transaction.
 #[derive(Debug)]
 pub struct PostgresSink {
-    connection: PgConnection,
+    connection: Link,
 }
 
 impl PostgresSink {
@@ -159,14 +163,13 @@ impl PostgresSink {
     /// # Errors
     /// [`BeginError::Connect`] when it cannot be reached or migrated;
     /// [`BeginError::Begin`] when the transaction or the locks fail.
-    pub async fn open(url: &str) -> Result<Self, BeginError> {
-        let mut connection = connect(url).await?;
-        MIGRATOR
-            .run(&mut connection)
+    pub async fn open(url: &PostgresUrl) -> Result<Self, BeginError> {
+        let connection = connect(url).await?;
+        crate::sql::migrations::run_postgres(&connection)
             .await
             .map_err(ConnectError::from)?;
         connection
-            .execute("begin; lock table items, products in exclusive mode")
+            .batch_execute("begin; lock table items, products in exclusive mode")
             .await
             .map_err(BeginError::Begin)?;
         Ok(Self { connection })
@@ -176,11 +179,15 @@ impl PostgresSink {
 #[async_trait]
 impl StoreSink for PostgresSink {
     async fn contents(&mut self) -> Result<Counts, RepositoryError> {
-        let (items, products): (i64, i64) =
-            sqlx::query_as("select (select count(*) from items), (select count(*) from products)")
-                .fetch_one(&mut self.connection)
-                .await
-                .map_err(unavailable)?;
+        let row = self
+            .connection
+            .query_one(
+                "select (select count(*) from items), (select count(*) from products)",
+                &[],
+            )
+            .await
+            .map_err(unavailable)?;
+        let (items, products): (i64, i64) = (column(&row, 0)?, column(&row, 1)?);
         Ok(Counts {
             items: items.unsigned_abs(),
             products: products.unsigned_abs(),
@@ -195,16 +202,15 @@ impl StoreSink for PostgresSink {
             .iter()
             .map(|item| item.name.as_str().as_bytes())
             .collect();
-        sqlx::query(
-            "insert into items (id, name) overriding system value \
-             select * from unnest($1::int8[], $2::bytea[])",
-        )
-        .bind(ids)
-        .bind(names)
-        .execute(&mut self.connection)
-        .await
-        .map(drop)
-        .map_err(unavailable)
+        self.connection
+            .execute(
+                "insert into items (id, name) overriding system value \
+                 select * from unnest($1::int8[], $2::bytea[])",
+                &[&ids, &names],
+            )
+            .await
+            .map(drop)
+            .map_err(unavailable)
     }
 
     async fn write_products(&mut self, products: &[Product]) -> Result<(), RepositoryError> {
@@ -214,17 +220,15 @@ impl StoreSink for PostgresSink {
             .map(|product| product.name.as_str().as_bytes())
             .collect();
         let prices: Vec<f64> = products.iter().map(|product| product.price.get()).collect();
-        sqlx::query(
-            "insert into products (id, name, price) overriding system value \
-             select * from unnest($1::int8[], $2::bytea[], $3::float8[])",
-        )
-        .bind(ids)
-        .bind(names)
-        .bind(prices)
-        .execute(&mut self.connection)
-        .await
-        .map(drop)
-        .map_err(unavailable)
+        self.connection
+            .execute(
+                "insert into products (id, name, price) overriding system value \
+                 select * from unnest($1::int8[], $2::bytea[], $3::float8[])",
+                &[&ids, &names, &prices],
+            )
+            .await
+            .map(drop)
+            .map_err(unavailable)
     }
 
     async fn commit(&mut self, counters: Counters) -> Result<(), RepositoryError> {
@@ -239,17 +243,15 @@ impl StoreSink for PostgresSink {
             next_after(counters.products),
         );
         self.connection
-            .execute(statement.as_str())
+            .batch_execute(&statement)
             .await
-            .map(drop)
             .map_err(unavailable)
     }
 
     async fn rollback(&mut self) -> Result<(), RepositoryError> {
         self.connection
-            .execute("rollback")
+            .batch_execute("rollback")
             .await
-            .map(drop)
             .map_err(unavailable)
     }
 }

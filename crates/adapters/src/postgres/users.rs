@@ -4,8 +4,9 @@
 use async_trait::async_trait;
 use items_domain::{RepositoryError, User, UserRepository};
 
+use super::decode;
 use super::pool::{Pool, lease};
-use crate::sql::rows::{UserRow, stored_user};
+use crate::sql::rows::stored_user;
 
 /// The read-only users, seeded by the first migration (C4).
 #[derive(Debug, Clone)]
@@ -22,12 +23,10 @@ impl PostgresUserRepository {
 #[async_trait]
 impl UserRepository for PostgresUserRepository {
     async fn list(&self) -> Result<Vec<User>, RepositoryError> {
-        let rows: Vec<UserRow> = lease(&self.pool)
+        let rows = lease(&self.pool)
             .await?
-            .run(|connection| {
-                sqlx::query_as("select id, name from users order by id").fetch_all(connection)
-            })
+            .query("select id, name from users order by id", &[])
             .await?;
-        Ok(rows.into_iter().map(stored_user).collect())
+        Ok(decode::users(&rows)?.into_iter().map(stored_user).collect())
     }
 }

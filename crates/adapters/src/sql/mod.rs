@@ -5,5 +5,7 @@
 //! keeps its own SQL and its own engine.
 
 pub mod budget;
+#[cfg(feature = "postgres")]
+pub(crate) mod migrations;
 pub(crate) mod rows;
 pub(crate) mod traced;

@@ -299,7 +299,7 @@ fn open_writing(path: &Path, busy_timeout: Duration) -> Result<rusqlite::Connect
     // SQLite opens a file it may not write read-only, without a word: every
     // write would then fail for ever (C12: exit 1 at start instead).
     if connection
-        .is_readonly(rusqlite::DatabaseName::Main)
+        .is_readonly(rusqlite::MAIN_DB)
         .map_err(|source| cannot_open(source.into()))?
     {
         return Err(cannot_open("the file cannot be written (read-only)".into()));

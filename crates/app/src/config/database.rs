@@ -1,5 +1,7 @@
-//! `DATABASE_URL` (C1, C12): which durable store a URL names. PostgreSQL
-//! URLs are passed on as written; a SQLite URL names a file:
+//! `DATABASE_URL` (C1, C12): which durable store a URL names, read once. A
+//! PostgreSQL URL is read by the store's driver (its host list included),
+//! so a URL it cannot use stops the process at start; a SQLite URL names a
+//! file:
 //!
 //! - `sqlite://PATH` or `sqlite:PATH`: the file at PATH, taken literally
 //!   (no percent-decoding), relative to the working directory unless it
@@ -12,11 +14,13 @@
 
 use std::path::PathBuf;
 
+use items_adapters::postgres::PostgresUrl;
+
 /// The durable store a valid `DATABASE_URL` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DatabaseUrl {
-    /// `postgres://…` or `postgresql://…`, as written.
-    Postgres(String),
+    /// `postgres://…` or `postgresql://…`, as the driver read it.
+    Postgres(PostgresUrl),
     /// `sqlite://PATH` or `sqlite:PATH`: the file's path.
     Sqlite(PathBuf),
 }
@@ -34,7 +38,9 @@ impl DatabaseUrl {
         {
             return match rest.is_empty() {
                 true => Err("a PostgreSQL URL must name a server after `://`".to_owned()),
-                false => Ok(Self::Postgres(raw.to_owned())),
+                false => PostgresUrl::parse(raw)
+                    .map(Self::Postgres)
+                    .map_err(|error| error.to_string()),
             };
         }
         let path = strip_scheme(raw, "sqlite://").or_else(|| strip_scheme(raw, "sqlite:"));
@@ -60,11 +66,6 @@ fn strip_scheme<'a>(raw: &'a str, scheme: &str) -> Option<&'a str> {
     raw.get(..scheme.len())
         .filter(|start| start.eq_ignore_ascii_case(scheme))
         .map(|_| &raw[scheme.len()..])
-}
-
-/// The value parser of `DATABASE_URL`: the URL as written when it is valid.
-pub(super) fn parse_database_url(raw: &str) -> Result<String, String> {
-    DatabaseUrl::parse(raw).map(|_| raw.to_owned())
 }
 
 #[cfg(test)]
@@ -99,17 +100,21 @@ mod tests {
     }
 
     #[test]
-    fn postgres_urls_are_kept_as_written_c1() {
+    fn postgres_urls_are_read_by_the_driver_and_shown_as_written_c1() {
         for url in [
             "postgres://u@h:5432/db",
             "postgresql://localhost/test",
-            "POSTGRES://h",
+            "postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write",
         ] {
-            assert_eq!(
-                DatabaseUrl::parse(url),
-                Ok(DatabaseUrl::Postgres(url.to_owned()))
-            );
+            match DatabaseUrl::parse(url) {
+                Ok(DatabaseUrl::Postgres(parsed)) => assert_eq!(parsed.to_string(), url),
+                other => panic!("{url}: {other:?}"),
+            }
         }
+        assert!(matches!(
+            DatabaseUrl::parse("POSTGRES://h"),
+            Ok(DatabaseUrl::Postgres(_))
+        ));
     }
 
     #[test]
@@ -118,6 +123,8 @@ mod tests {
             "mysql://x",
             "localhost:5432",
             "postgres://",
+            "postgres://h/db?target_session_attrs=sometimes",
+            "postgres://h:port/db",
             "sqlite:",
             "sqlite://",
             "sqlite::memory:",

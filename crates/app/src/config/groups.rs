@@ -78,8 +78,8 @@ pub enum LogFormat {
 pub struct StoreConfig {
     /// `sqlite://PATH` (a durable file, created when missing) or a
     /// PostgreSQL URL (`postgres://…`); unset keeps everything in memory.
-    #[arg(long, env = "DATABASE_URL", value_parser = super::database::parse_database_url)]
-    pub database_url: Option<String>,
+    #[arg(long, env = "DATABASE_URL", value_parser = DatabaseUrl::parse)]
+    pub database_url: Option<DatabaseUrl>,
 
     /// PostgreSQL connections per instance (1–1000).
     #[arg(long, env = "DATABASE_POOL_SIZE", default_value_t = DEFAULT_POOL_SIZE,
@@ -104,11 +104,8 @@ const MAX_STATEMENT_TIMEOUT_MS: u64 = 3_600_000;
 impl StoreConfig {
     /// The durable store `DATABASE_URL` names; `None` keeps everything in
     /// memory.
-    pub fn database(&self) -> Option<DatabaseUrl> {
-        // The value parser accepted the URL, so it parses again.
-        self.database_url
-            .as_deref()
-            .and_then(|url| DatabaseUrl::parse(url).ok())
+    pub fn database(&self) -> Option<&DatabaseUrl> {
+        self.database_url.as_ref()
     }
 
     /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`).

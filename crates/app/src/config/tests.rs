@@ -253,7 +253,7 @@ fn help_opens_with_what_the_service_is() {
 fn database_urls_must_be_postgres_or_sqlite_c1() {
     let config = parse(&["--database-url", "postgresql://localhost/test"]).unwrap();
     assert_eq!(
-        config.store.database_url.as_deref(),
+        config.store.database().map(ToString::to_string).as_deref(),
         Some("postgresql://localhost/test")
     );
     assert!(parse(&["--database-url", "postgres://u@h:5432/db"]).is_ok());
@@ -262,7 +262,7 @@ fn database_urls_must_be_postgres_or_sqlite_c1() {
     let config = parse(&["--database-url", "sqlite:///srv/items.db"]).unwrap();
     assert_eq!(
         config.store.database(),
-        Some(DatabaseUrl::Sqlite("/srv/items.db".into()))
+        Some(&DatabaseUrl::Sqlite("/srv/items.db".into()))
     );
     assert_eq!(parse(&[]).unwrap().store.database(), None);
     let line = invalid(&["--database-url", "sqlite::memory:"]);

@@ -26,6 +26,7 @@
 use items_domain::{Name, Price, RepositoryError};
 
 use super::Operation;
+use crate::postgres::decode::column;
 use crate::postgres::pool::Lease;
 
 /// `create(name)` on the `items` table; the output is the new id.
@@ -40,30 +41,27 @@ impl Operation for ItemCreates {
     const WRITES: bool = true;
 
     async fn one(lease: &mut Lease, name: &Name) -> Result<i64, RepositoryError> {
-        lease
-            .run(|connection| {
-                sqlx::query_scalar("insert into items (name) values ($1) returning id")
-                    .bind(name.as_str().as_bytes())
-                    .fetch_one(connection)
-            })
-            .await
+        let row = lease
+            .query_one(
+                "insert into items (name) values ($1) returning id",
+                &[&name.as_str().as_bytes()],
+            )
+            .await?;
+        column(&row, 0)
     }
 
     async fn many(lease: &mut Lease, names: &[&Name]) -> Result<Vec<i64>, RepositoryError> {
         let names: Vec<&[u8]> = names.iter().map(|name| name.as_str().as_bytes()).collect();
-        let ids: Vec<i64> = lease
-            .run(|connection| {
-                sqlx::query_scalar(
-                    "insert into items (name) \
-                     select name from unnest($1::bytea[]) with ordinality as batch (name, position) \
-                     order by position \
-                     returning id",
-                )
-                .bind(&names)
-                .fetch_all(connection)
-            })
+        let rows = lease
+            .query(
+                "insert into items (name) \
+                 select name from unnest($1::bytea[]) with ordinality as batch (name, position) \
+                 order by position \
+                 returning id",
+                &[&names],
+            )
             .await?;
-        Ok(in_order(ids))
+        in_order(&rows)
     }
 }
 
@@ -79,16 +77,13 @@ impl Operation for ProductCreates {
     const WRITES: bool = true;
 
     async fn one(lease: &mut Lease, (name, price): &(Name, Price)) -> Result<i64, RepositoryError> {
-        lease
-            .run(|connection| {
-                sqlx::query_scalar(
-                    "insert into products (name, price) values ($1, $2) returning id",
-                )
-                .bind(name.as_str().as_bytes())
-                .bind(price.get())
-                .fetch_one(connection)
-            })
-            .await
+        let row = lease
+            .query_one(
+                "insert into products (name, price) values ($1, $2) returning id",
+                &[&name.as_str().as_bytes(), &price.get()],
+            )
+            .await?;
+        column(&row, 0)
     }
 
     async fn many(
@@ -100,27 +95,27 @@ impl Operation for ProductCreates {
             .map(|(name, _)| name.as_str().as_bytes())
             .collect();
         let prices: Vec<f64> = products.iter().map(|(_, price)| price.get()).collect();
-        let ids: Vec<i64> = lease
-            .run(|connection| {
-                sqlx::query_scalar(
-                    "insert into products (name, price) \
-                     select name, price \
-                     from unnest($1::bytea[], $2::float8[]) with ordinality as batch (name, price, position) \
-                     order by position \
-                     returning id",
-                )
-                .bind(&names)
-                .bind(&prices)
-                .fetch_all(connection)
-            })
+        let rows = lease
+            .query(
+                "insert into products (name, price) \
+                 select name, price \
+                 from unnest($1::bytea[], $2::float8[]) with ordinality as batch (name, price, position) \
+                 order by position \
+                 returning id",
+                &[&names, &prices],
+            )
             .await?;
-        Ok(in_order(ids))
+        in_order(&rows)
     }
 }
 
 /// The batch's ids in the order they were taken, which is the order of
 /// the rows' positions.
-fn in_order(mut ids: Vec<i64>) -> Vec<i64> {
+fn in_order(rows: &[tokio_postgres::Row]) -> Result<Vec<i64>, RepositoryError> {
+    let mut ids = rows
+        .iter()
+        .map(|row| column(row, 0))
+        .collect::<Result<Vec<i64>, _>>()?;
     ids.sort_unstable();
-    ids
+    Ok(ids)
 }

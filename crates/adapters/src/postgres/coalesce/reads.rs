@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use items_domain::RepositoryError;
 
 use super::Operation;
+use crate::postgres::decode;
 use crate::postgres::pool::Lease;
 
 /// An item's stored row: id and name bytes.
@@ -41,14 +42,12 @@ impl Operation for ItemReads {
     /// array statement for one id cost ~25 µs more client time a read
     /// (docs/performance.md, "Tried and not kept").
     async fn one(lease: &mut Lease, id: &i64) -> Result<Option<ItemRow>, RepositoryError> {
-        let id = *id;
         lease
-            .run(|connection| {
-                sqlx::query_as("select id, name from items where id = $1")
-                    .bind(id)
-                    .fetch_optional(connection)
-            })
-            .await
+            .query_opt("select id, name from items where id = $1", &[id])
+            .await?
+            .as_ref()
+            .map(decode::item)
+            .transpose()
     }
 
     /// `= any($1)` is an index scan over the primary key for each id (the
@@ -60,14 +59,10 @@ impl Operation for ItemReads {
         ids: &[&i64],
     ) -> Result<Vec<Option<ItemRow>>, RepositoryError> {
         let wanted: Vec<i64> = ids.iter().map(|&&id| id).collect();
-        let rows: Vec<ItemRow> = lease
-            .run(|connection| {
-                sqlx::query_as("select id, name from items where id = any($1)")
-                    .bind(&wanted)
-                    .fetch_all(connection)
-            })
+        let rows = lease
+            .query("select id, name from items where id = any($1)", &[&wanted])
             .await?;
-        let found: HashMap<i64, Vec<u8>> = rows.into_iter().collect();
+        let found: HashMap<i64, Vec<u8>> = decode::items(&rows)?.into_iter().collect();
         Ok(wanted
             .iter()
             .map(|id| found.get(id).map(|name| (*id, name.clone())))

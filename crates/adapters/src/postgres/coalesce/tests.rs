@@ -11,12 +11,11 @@ use futures_util::future::join_all;
 use items_domain::{
     Id, IdempotencyKey, ItemQuery, ItemRepository, Keyed, Name, Price, ProductRepository,
 };
-use items_testkit::postgres::{ScratchDatabase, test_database_url};
-use sqlx::postgres::PgConnectOptions;
+use items_testkit::postgres::{ScratchDatabase, test_database_url, test_server_address};
 
 use super::{Coalescer, lanes};
-use crate::postgres::PostgresStore;
 use crate::postgres::pool::{Lease, lease};
+use crate::postgres::{PostgresSettings, PostgresStore, PostgresUrl};
 
 pub(super) async fn scratch() -> ScratchDatabase {
     ScratchDatabase::create(&test_database_url())
@@ -24,10 +23,19 @@ pub(super) async fn scratch() -> ScratchDatabase {
         .expect("a scratch database")
 }
 
-pub(super) async fn store(options: PgConnectOptions, pool_size: u32) -> PostgresStore {
-    PostgresStore::connect(options, pool_size, Duration::from_secs(5))
+pub(super) async fn store(url: PostgresUrl, pool_size: u32) -> PostgresStore {
+    let settings = PostgresSettings {
+        pool_size,
+        ..PostgresSettings::default()
+    };
+    PostgresStore::connect(&url, settings, Duration::from_secs(5))
         .await
         .expect("connects and migrates")
+}
+
+/// The URL of the scratch database `database`.
+pub(super) fn url_of(database: &ScratchDatabase) -> PostgresUrl {
+    PostgresUrl::parse(&database.url()).expect("a valid URL")
 }
 
 pub(super) fn name(text: &str) -> Name {
@@ -58,7 +66,7 @@ pub(super) async fn until_queued<O: super::Operation>(coalescer: &Coalescer<O>, 
 #[tokio::test]
 async fn a_thousand_concurrent_reads_of_distinct_ids_each_get_their_own_row_c2() {
     let database = scratch().await;
-    let store = store(database.options(), 2).await;
+    let store = store(url_of(&database), 2).await;
     let items = store.items();
     let created = join_all((1..=500).map(|n| {
         let items = items.clone();
@@ -113,7 +121,7 @@ async fn a_thousand_concurrent_reads_of_distinct_ids_each_get_their_own_row_c2()
 #[tokio::test]
 async fn reads_ready_together_share_one_statement_though_a_connection_was_free() {
     let database = scratch().await;
-    let store = store(database.options(), 10).await;
+    let store = store(url_of(&database), 10).await;
     let items = store.items();
     for n in 1..=15 {
         items
@@ -156,7 +164,7 @@ async fn reads_ready_together_share_one_statement_though_a_connection_was_free()
 #[tokio::test]
 async fn a_read_issued_after_an_acknowledged_create_sees_it_c7() {
     let database = scratch().await;
-    let store = store(database.options(), 1).await;
+    let store = store(url_of(&database), 1).await;
     let items = store.items();
     // Readers keep the one connection busy, so the creates and the reads
     // that follow them are batched; whether a read finds the connection
@@ -193,7 +201,7 @@ async fn a_read_issued_after_an_acknowledged_create_sees_it_c7() {
 #[tokio::test]
 async fn batched_creates_get_ids_in_arrival_order_and_an_exact_total_c2_c10() {
     let database = scratch().await;
-    let store = store(database.options(), 1).await;
+    let store = store(url_of(&database), 1).await;
     let items = store.items();
     let held = hold_all(&store, 1).await;
     let mut creates = Vec::new();
@@ -229,7 +237,7 @@ async fn batched_creates_get_ids_in_arrival_order_and_an_exact_total_c2_c10() {
 #[tokio::test]
 async fn batched_product_creates_each_get_their_own_product_c2() {
     let database = scratch().await;
-    let store = store(database.options(), 1).await;
+    let store = store(url_of(&database), 1).await;
     let products = store.products();
     let held = hold_all(&store, 1).await;
     let creates: Vec<_> = (0..20)
@@ -258,8 +266,8 @@ async fn batched_product_creates_each_get_their_own_product_c2() {
 async fn concurrent_creates_on_two_instances_get_distinct_ids_in_arrival_order_per_instance_c2() {
     let database = scratch().await;
     let stores = [
-        store(database.options(), 1).await,
-        store(database.options(), 1).await,
+        store(url_of(&database), 1).await,
+        store(url_of(&database), 1).await,
     ];
     let mut tasks = Vec::new();
     for n in 0..300 {
@@ -300,7 +308,7 @@ async fn concurrent_creates_on_two_instances_get_distinct_ids_in_arrival_order_p
 #[tokio::test]
 async fn a_create_whose_caller_left_before_its_batch_is_not_inserted() {
     let database = scratch().await;
-    let store = store(database.options(), 1).await;
+    let store = store(url_of(&database), 1).await;
     let items = store.items();
     let held = hold_all(&store, 1).await;
     let left = tokio::spawn({
@@ -327,17 +335,7 @@ async fn a_create_whose_caller_left_before_its_batch_is_not_inserted() {
 
 /// The address of the test server, for a proxy in front of it.
 pub(super) async fn server_address() -> SocketAddr {
-    let options: PgConnectOptions = test_database_url().parse().expect("a valid URL");
-    let host = if options.get_host().starts_with('/') {
-        "127.0.0.1".to_owned()
-    } else {
-        options.get_host().to_owned()
-    };
-    tokio::net::lookup_host((host, options.get_port()))
-        .await
-        .expect("the server's address")
-        .next()
-        .expect("one address")
+    test_server_address().await
 }
 
 #[test]
@@ -352,7 +350,7 @@ fn each_kind_gets_a_lane_per_ten_connections_and_at_least_one() {
 async fn while_a_kinds_lanes_are_taken_its_requests_queue_though_connections_are_free() {
     let database = scratch().await;
     // A pool of 3 gives each kind one lane ([`lanes`]).
-    let store = store(database.options(), 3).await;
+    let store = store(url_of(&database), 3).await;
     let items = store.items();
     items.create(name("only")).await.expect("created");
     let lane = Arc::clone(&store.item_reads.inner.lanes)
@@ -385,7 +383,7 @@ async fn while_a_kinds_lanes_are_taken_its_requests_queue_though_connections_are
 async fn a_keyed_create_never_joins_a_batch_c7() {
     let database = scratch().await;
     // A pool of 3 gives each kind one lane ([`lanes`]).
-    let store = store(database.options(), 3).await;
+    let store = store(url_of(&database), 3).await;
     let lanes = [
         &store.item_creates.inner.lanes,
         &store.product_creates.inner.lanes,

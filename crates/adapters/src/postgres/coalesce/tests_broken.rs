@@ -9,18 +9,17 @@ use futures_util::future::join_all;
 use items_domain::{Id, Item, ItemQuery, ItemRepository, RepositoryError};
 use items_testkit::postgres::ScratchDatabase;
 use items_testkit::tcp_proxy::TcpProxy;
-use sqlx::{Connection as _, PgConnection};
 use tokio::task::JoinHandle;
 
-use super::tests::{hold_all, name, scratch, server_address, store, until_queued};
+use super::tests::{hold_all, name, scratch, server_address, store, until_queued, url_of};
 use crate::postgres::PostgresStore;
 
 /// A store of `pool_size` connections reaching `database` through a proxy
 /// the test can cut, holding one item.
 async fn behind_a_proxy(database: &ScratchDatabase, pool_size: u32) -> (PostgresStore, TcpProxy) {
     let proxy = TcpProxy::start(server_address().await).await;
-    let options = database.options().host("127.0.0.1").port(proxy.port());
-    let store = store(options, pool_size).await;
+    let url = url_of(database).with_host("127.0.0.1", proxy.port());
+    let store = store(url, pool_size).await;
     store.items().create(name("before")).await.expect("created");
     (store, proxy)
 }
@@ -51,17 +50,17 @@ async fn only_the_item_before_the_cut_is_stored(store: &PostgresStore, proxy: &T
 /// a create drainer that began its batch's transaction and waits for its
 /// lane.
 async fn until_a_transaction_waits(database: &ScratchDatabase) {
-    let mut observer = PgConnection::connect_with(&database.options())
-        .await
-        .expect("an observing connection");
+    let observer = database.client().await.expect("an observing connection");
     for _ in 0..10_000 {
-        let waiting: i64 = sqlx::query_scalar(
-            "select count(*) from pg_stat_activity \
-             where datname = current_database() and state = 'idle in transaction'",
-        )
-        .fetch_one(&mut observer)
-        .await
-        .expect("pg_stat_activity");
+        let waiting: i64 = observer
+            .query_one(
+                "select count(*) from pg_stat_activity \
+                 where datname = current_database() and state = 'idle in transaction'",
+                &[],
+            )
+            .await
+            .expect("pg_stat_activity")
+            .get(0);
         if waiting > 0 {
             return;
         }

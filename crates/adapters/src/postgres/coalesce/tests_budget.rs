@@ -11,7 +11,7 @@ use items_testkit::postgres::ScratchDatabase;
 use items_testkit::tcp_proxy::TcpProxy;
 use tokio::time::Instant;
 
-use super::tests::{name, scratch, server_address, until_queued};
+use super::tests::{name, scratch, server_address, until_queued, url_of};
 use crate::postgres::{PostgresSettings, PostgresStore};
 
 /// A store with one lane per kind (a pool of 3) and `budget`, through a
@@ -19,12 +19,12 @@ use crate::postgres::{PostgresSettings, PostgresStore};
 async fn store(budget: Duration) -> (PostgresStore, TcpProxy, ScratchDatabase) {
     let database = scratch().await;
     let proxy = TcpProxy::start(server_address().await).await;
-    let options = database.options().host("127.0.0.1").port(proxy.port());
+    let url = url_of(&database).with_host("127.0.0.1", proxy.port());
     let settings = PostgresSettings {
         pool_size: 3,
         statement_timeout: budget,
     };
-    let store = PostgresStore::connect_with(options, settings, Duration::from_secs(5))
+    let store = PostgresStore::connect(&url, settings, Duration::from_secs(5))
         .await
         .expect("connects and migrates");
     (store, proxy, database)

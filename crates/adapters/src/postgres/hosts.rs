@@ -22,16 +22,16 @@
 //! - the host a connection goes to changing is a failover: logged and
 //!   counted ([`FAILOVERS`]).
 
-mod url;
-
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgConnection};
-use sqlx::{Connection as _, Executor as _, Row as _};
+use tokio_postgres::Client;
 
-pub(super) use url::SessionAttrs;
+use super::link::{self, Link, OpenError};
+use super::url::{PostgresUrl, Target};
+
+pub(super) use super::url::SessionAttrs;
 
 /// Times the host new connections go to changed (a failover, or a return).
 pub const FAILOVERS: &str = "database_failovers_total";
@@ -51,31 +51,15 @@ const STATE: &str = "select current_setting('transaction_read_only'), \
      case when pg_is_in_recovery() then '' \
      else substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) end";
 
-/// The servers of one `DATABASE_URL` and the attribute a connection's
-/// server must have.
+/// The servers of one `DATABASE_URL`, the driver's settings for each new
+/// connection, and the attribute a connection's server must have.
 #[derive(Debug)]
 pub(super) struct Hosts {
     targets: Vec<Target>,
+    config: tokio_postgres::Config,
     attrs: SessionAttrs,
     /// The host the last connection went to ([`NONE`] before the first).
     current: AtomicUsize,
-}
-
-#[derive(Debug)]
-struct Target {
-    options: PgConnectOptions,
-    /// `host:port`, or the socket's directory: how logs and `/readyz` name it.
-    label: String,
-}
-
-impl Target {
-    fn new(options: PgConnectOptions) -> Self {
-        let label = match options.get_socket() {
-            Some(socket) => socket.display().to_string(),
-            None => format!("{}:{}", options.get_host(), options.get_port()),
-        };
-        Self { options, label }
-    }
 }
 
 /// Which server a connection is on, for telling whether a later answer
@@ -94,7 +78,7 @@ pub(super) struct Server {
 /// A new connection and the server it is on.
 #[derive(Debug)]
 pub(super) struct Opened {
-    pub(super) raw: PgConnection,
+    pub(super) link: Link,
     pub(super) server: Server,
 }
 
@@ -108,17 +92,20 @@ pub(super) struct ServerState {
 }
 
 impl ServerState {
-    /// Asks `connection`'s server, in one round trip.
-    pub(super) async fn read(connection: &mut PgConnection) -> Result<Self, sqlx::Error> {
-        // Without arguments the query goes as a simple query: text columns.
-        let row = connection.fetch_one(STATE).await?;
-        let read_only: String = row.try_get(0)?;
-        let in_recovery: String = row.try_get(1)?;
-        let timeline: String = row.try_get(2)?;
+    /// Asks `client`'s server, in one round trip.
+    pub(super) async fn read(client: &Client) -> Result<Self, tokio_postgres::Error> {
+        // A simple query: one round trip, text columns.
+        let messages = client.simple_query(STATE).await?;
+        let row = messages.iter().find_map(|message| match message {
+            tokio_postgres::SimpleQueryMessage::Row(row) => Some(row),
+            _ => None,
+        });
+        let column = |at: usize| row.and_then(|row| row.get(at)).unwrap_or_default();
+        let timeline = column(2);
         Ok(Self {
-            read_only: read_only == "on",
-            in_recovery: in_recovery == "true",
-            timeline: (!timeline.is_empty()).then_some(timeline),
+            read_only: column(0) == "on",
+            in_recovery: column(1) == "true",
+            timeline: (!timeline.is_empty()).then(|| timeline.to_owned()),
         })
     }
 
@@ -147,7 +134,7 @@ impl ServerState {
 
 /// Why no host gave a connection: every host and what it answered.
 #[derive(Debug)]
-pub(super) struct NoHost {
+pub struct NoHost {
     attrs: SessionAttrs,
     tried: Vec<(String, String)>,
 }
@@ -170,42 +157,14 @@ impl fmt::Display for NoHost {
 impl std::error::Error for NoHost {}
 
 impl Hosts {
-    /// One server, no attribute: connections opened as sqlx opens them.
-    pub(super) fn one(options: PgConnectOptions) -> Self {
-        Self::new(vec![options], SessionAttrs::Any)
-    }
-
-    /// The servers a `postgres://` URL lists (`url.rs`).
-    ///
-    /// # Errors
-    /// Why the URL cannot be used, in one line.
-    pub(super) fn from_url(url: &str) -> Result<Self, sqlx::Error> {
-        let parsed = url::parse(url)?;
-        Ok(Self::new(parsed.hosts, parsed.attrs))
-    }
-
-    fn new(options: Vec<PgConnectOptions>, attrs: SessionAttrs) -> Self {
+    /// The servers of `url`, each new connection started with the server
+    /// settings `options` (`-c name=value …`) beside the URL's own.
+    pub(super) fn new(url: &PostgresUrl, options: &str) -> Self {
         Self {
-            targets: options.into_iter().map(Target::new).collect(),
-            attrs,
+            targets: url.targets().to_vec(),
+            config: url.config_with(options),
+            attrs: url.attrs(),
             current: AtomicUsize::new(NONE),
-        }
-    }
-
-    /// The same hosts, each one's options passed through `change`.
-    pub(super) fn map_options(self, change: impl Fn(PgConnectOptions) -> PgConnectOptions) -> Self {
-        let targets = self
-            .targets
-            .into_iter()
-            .map(|target| Target {
-                options: change(target.options),
-                label: target.label,
-            })
-            .collect();
-        Self {
-            targets,
-            attrs: self.attrs,
-            current: self.current,
         }
     }
 
@@ -240,18 +199,18 @@ impl Hosts {
     /// A new connection to the first host, starting with the current one,
     /// whose server has the attribute; each host's attempt takes at most
     /// its share of `wait` (the caller bounds the whole). One host with no
-    /// attribute is opened as sqlx opens it, its error unchanged.
+    /// attribute is opened with no question asked, its error unchanged.
     ///
     /// # Errors
     /// The one host's error; with several, [`NoHost`] naming what each
     /// said, or the last host's error when every host refused for good (a
     /// wrong password everywhere, say), so that is seen as permanent.
-    pub(super) async fn connect(&self, wait: Duration) -> Result<Opened, sqlx::Error> {
+    pub(super) async fn connect(&self, wait: Duration) -> Result<Opened, OpenError> {
         if !self.asks() {
-            let raw = PgConnection::connect_with(&self.targets[0].options).await?;
+            let link = link::open(&self.targets[0], &self.config).await?;
             self.settle_on(0);
             return Ok(Opened {
-                raw,
+                link,
                 server: Server {
                     host: 0,
                     timeline: None,
@@ -271,24 +230,24 @@ impl Hosts {
         for host in self.order() {
             let label = self.label(host).to_owned();
             match tokio::time::timeout(share, self.attempt(host)).await {
-                Ok(Ok((raw, state))) if state.fits(self.attrs) => {
+                Ok(Ok((link, state))) if state.fits(self.attrs) => {
                     if let Some(fallback) = fallback.take() {
-                        close(fallback.raw, share).await;
+                        fallback.link.close(share).await;
                     }
                     self.settle_on(host);
                     return Ok(Opened {
-                        raw,
+                        link,
                         server: Server {
                             host,
                             timeline: state.timeline,
                         },
                     });
                 }
-                Ok(Ok((raw, state))) => {
+                Ok(Ok((link, state))) => {
                     all_permanent = false;
                     if self.attrs == SessionAttrs::PreferStandby && fallback.is_none() {
                         fallback = Some(Opened {
-                            raw,
+                            link,
                             server: Server {
                                 host,
                                 timeline: state.timeline,
@@ -300,10 +259,10 @@ impl Hosts {
                     tracing::debug!(host = %label, server = state.refusal(), attrs = self.attrs.name(),
                         "a new database connection was refused for its server");
                     tried.push((label, state.refusal().to_owned()));
-                    close(raw, share).await;
+                    link.close(share).await;
                 }
                 Ok(Err(error)) => {
-                    all_permanent &= super::is_permanent(&error);
+                    all_permanent &= error.is_permanent();
                     tried.push((label, crate::report::ErrorChain(&error).to_string()));
                     permanent = Some(error);
                 }
@@ -319,10 +278,10 @@ impl Hosts {
         }
         match permanent {
             Some(error) if all_permanent => Err(error),
-            _ => Err(sqlx::Error::Io(std::io::Error::other(NoHost {
+            _ => Err(OpenError::NoHost(NoHost {
                 attrs: self.attrs,
                 tried,
-            }))),
+            })),
         }
     }
 
@@ -336,14 +295,11 @@ impl Hosts {
     }
 
     /// Opens a connection to `host` and asks its server what it is.
-    async fn attempt(&self, host: usize) -> Result<(PgConnection, ServerState), sqlx::Error> {
-        let mut raw = PgConnection::connect_with(&self.targets[host].options).await?;
-        match ServerState::read(&mut raw).await {
-            Ok(state) => Ok((raw, state)),
-            Err(error) => {
-                let _ = raw.close().await;
-                Err(error)
-            }
+    async fn attempt(&self, host: usize) -> Result<(Link, ServerState), OpenError> {
+        let link = link::open(&self.targets[host], &self.config).await?;
+        match ServerState::read(&link).await {
+            Ok(state) => Ok((link, state)),
+            Err(error) => Err(OpenError::Driver(error)),
         }
     }
 
@@ -360,11 +316,6 @@ impl Hosts {
             );
         }
     }
-}
-
-/// Closes a connection not kept, with a goodbye if the server answers soon.
-async fn close(raw: PgConnection, within: Duration) {
-    let _ = tokio::time::timeout(within, raw.close()).await;
 }
 
 /// Describes this module's metrics to the installed recorder, at 0.
@@ -384,6 +335,10 @@ pub(super) fn describe_metrics() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hosts(url: &str) -> Hosts {
+        Hosts::new(&PostgresUrl::parse(url).expect("valid"), "")
+    }
 
     fn state(read_only: bool, in_recovery: bool) -> ServerState {
         ServerState {
@@ -414,7 +369,7 @@ mod tests {
 
     #[test]
     fn hosts_are_tried_from_the_current_one_then_as_listed() {
-        let hosts = Hosts::from_url("postgres://h0,h1,h2/db").expect("valid");
+        let hosts = hosts("postgres://h0,h1,h2/db");
         assert_eq!(hosts.order(), [0, 1, 2]);
         hosts.settle_on(0);
         hosts.settle_on(2);
@@ -425,10 +380,9 @@ mod tests {
 
     #[test]
     fn one_host_without_an_attribute_asks_nothing() {
-        let one = Hosts::from_url("postgres://u@h:5432/db?sslmode=disable").expect("valid");
-        let attribute = Hosts::from_url("postgres://u@h:5432/db?target_session_attrs=read-write")
-            .expect("valid");
-        let two = Hosts::from_url("postgres://u@h:5432,g/db").expect("valid");
+        let one = hosts("postgres://u@h:5432/db?sslmode=disable");
+        let attribute = hosts("postgres://u@h:5432/db?target_session_attrs=read-write");
+        let two = hosts("postgres://u@h:5432,g/db");
 
         assert!(!one.asks());
         assert!(attribute.asks() && !attribute.several());

@@ -1,0 +1,129 @@
+//! One connection to one server: the driver's client, and the task that
+//! drives its socket.
+//!
+//! The socket is opened here (TCP with `TCP_NODELAY`, or the server's Unix
+//! socket) and handed to the driver's handshake (`connect_raw`), so which
+//! server a connection goes to, and how long that may take, is the host
+//! selection's to decide (`hosts.rs`), never the driver's own walk of the
+//! host list.
+//!
+//! Invariants: the task ends when its [`Link`] goes (aborted: a socket that
+//! answers nothing must not keep a task alive); [`Link::close`] says
+//! goodbye first when the server answers in time.
+
+use std::ops::Deref;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::JoinHandle;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls};
+
+use super::hosts::NoHost;
+use super::url::{Address, Target};
+
+/// A client and its connection's task.
+#[derive(Debug)]
+pub(super) struct Link {
+    client: Client,
+    /// `None` only while being closed.
+    task: Option<JoinHandle<()>>,
+}
+
+/// Why a connection could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The socket could not be opened.
+    #[error("cannot reach the server")]
+    Io(#[from] std::io::Error),
+    /// The server answered and refused, or the handshake failed.
+    #[error(transparent)]
+    Driver(#[from] tokio_postgres::Error),
+    /// No host of several gave a connection that fits.
+    #[error(transparent)]
+    NoHost(#[from] NoHost),
+    /// No connection within the wait.
+    #[error("no connection within {} ms", .0.as_millis())]
+    TimedOut(Duration),
+}
+
+impl OpenError {
+    /// A refusal that no retry will change: the database does not exist
+    /// (`3D000`), or the role or its password is wrong (`28000`, `28P01`).
+    /// Anything else, a refused TCP connection included, may be a server
+    /// still starting, and is retried.
+    pub(super) fn is_permanent(&self) -> bool {
+        const PERMANENT: [SqlState; 3] = [
+            SqlState::INVALID_CATALOG_NAME,
+            SqlState::INVALID_AUTHORIZATION_SPECIFICATION,
+            SqlState::INVALID_PASSWORD,
+        ];
+        match self {
+            Self::Driver(error) => error.code().is_some_and(|code| PERMANENT.contains(code)),
+            _ => false,
+        }
+    }
+}
+
+/// Opens a connection to `target` with the driver's `config` (user,
+/// password, database, server settings).
+pub(super) async fn open(
+    target: &Target,
+    config: &tokio_postgres::Config,
+) -> Result<Link, OpenError> {
+    match &target.address {
+        Address::Tcp { host, port } => {
+            let stream = tokio::net::TcpStream::connect((host.as_str(), *port)).await?;
+            // One query, one segment: nothing is gained by Nagle's wait.
+            stream.set_nodelay(true)?;
+            handshake(stream, config).await
+        }
+        Address::Unix(path) => {
+            handshake(tokio::net::UnixStream::connect(path).await?, config).await
+        }
+    }
+}
+
+async fn handshake<S>(stream: S, config: &tokio_postgres::Config) -> Result<Link, OpenError>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (client, connection) = config.connect_raw(stream, NoTls).await?;
+    let task = tokio::spawn(async move {
+        // Its error is every pending query's error, and the client's
+        // `is_closed` from then on: nothing more to say here.
+        let _ = connection.await;
+    });
+    Ok(Link {
+        client,
+        task: Some(task),
+    })
+}
+
+impl Link {
+    /// Says goodbye (the driver sends `Terminate` once its client is gone)
+    /// and waits for the socket to close, at most `within`.
+    pub(super) async fn close(mut self, within: Duration) {
+        let task = self.task.take();
+        drop(self);
+        if let Some(task) = task {
+            let _ = tokio::time::timeout(within, task).await;
+        }
+    }
+}
+
+impl Deref for Link {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
