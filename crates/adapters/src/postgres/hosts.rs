@@ -305,7 +305,7 @@ impl Hosts {
 
     /// New connections now go to `host`: a failover when they went to
     /// another before.
-    fn settle_on(&self, host: usize) {
+    pub(super) fn settle_on(&self, host: usize) {
         let before = self.current.swap(host, Ordering::SeqCst);
         if before != host && before != NONE {
             metrics::counter!(FAILOVERS).increment(1);

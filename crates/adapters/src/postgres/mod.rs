@@ -149,7 +149,7 @@ impl PostgresStore {
                 .await
                 .unwrap_or(Err(OpenError::TimedOut(ACQUIRE_TIMEOUT)));
             match attempt {
-                Ok(opened) => break opened.link,
+                Ok(opened) => break opened,
                 Err(source) if source.is_permanent() => return Err(ConnectError::Refused(source)),
                 Err(source) if started.elapsed() >= patience => {
                     return Err(ConnectError::Unreachable {
@@ -168,13 +168,16 @@ impl PostgresStore {
                 }
             }
         };
-        crate::sql::migrations::run_postgres(&first).await?;
-        // The pool opens its own connections as requests need them.
-        first.close(ACQUIRE_TIMEOUT).await;
+        crate::sql::migrations::run_postgres(&first.link).await?;
+        // The pool opens its own connections as requests need them, on the
+        // host the first one found.
+        first.link.close(ACQUIRE_TIMEOUT).await;
         let budget = settings.statement_timeout;
         let options = format!("{QUIET} {}", budget::statement_timeout(budget));
+        let hosts = Hosts::new(url, &options);
+        hosts.settle_on(first.server.host);
         let manager = pool::Manager {
-            hosts: Arc::new(Hosts::new(url, &options)),
+            hosts: Arc::new(hosts),
             budget,
         };
         let pool = Pool::builder(manager)

@@ -172,6 +172,8 @@ impl PostgresUrl {
     pub fn with_database(&self, name: &str) -> Self {
         let mut url = self.clone();
         url.config.dbname(name);
+        let (start, end) = path_span(&self.shown);
+        url.shown = format!("{}/{name}{}", &self.shown[..start], &self.shown[end..]);
         url
     }
 
@@ -186,6 +188,12 @@ impl PostgresUrl {
             },
             label: format!("{host}:{port}"),
         }];
+        let (start, end) = hosts_span(&self.shown);
+        url.shown = format!(
+            "{}{host}:{port}{}",
+            &self.shown[..start],
+            &self.shown[end..]
+        );
         url
     }
 
@@ -230,6 +238,26 @@ fn without_password(url: &str) -> String {
         &url[..authority_start],
         &url[authority_end..]
     )
+}
+
+/// Where the host list of `url` starts and ends (after `user@`, before the
+/// path or query).
+fn hosts_span(url: &str) -> (usize, usize) {
+    let authority_start = url.find("://").map_or(0, |at| at + 3);
+    let authority_end = url[authority_start..]
+        .find(['/', '?'])
+        .map_or(url.len(), |at| authority_start + at);
+    let hosts_start = url[authority_start..authority_end]
+        .rfind('@')
+        .map_or(authority_start, |at| authority_start + at + 1);
+    (hosts_start, authority_end)
+}
+
+/// Where the path of `url` (`/db`, possibly empty) starts and ends.
+fn path_span(url: &str) -> (usize, usize) {
+    let (_, start) = hosts_span(url);
+    let end = url[start..].find('?').map_or(url.len(), |at| start + at);
+    (start, end)
 }
 
 /// `url` without its `target_session_attrs` parameter, and the attribute
@@ -398,6 +426,27 @@ mod tests {
             "postgresql://u:***@h"
         );
         assert_eq!(without_password("postgres://u@h/db"), "postgres://u@h/db");
+    }
+
+    #[test]
+    fn a_url_moved_to_another_host_or_database_shows_where_it_goes() {
+        let url =
+            PostgresUrl::parse("postgres://u:pw@h1,h2:5433/db?sslmode=disable").expect("valid");
+        let moved = url.with_host("127.0.0.1", 6000).with_database("other");
+        assert_eq!(
+            moved.to_string(),
+            "postgres://u:***@127.0.0.1:6000/other?sslmode=disable"
+        );
+        assert_eq!(moved.database(), "other");
+        let reread = PostgresUrl::parse(&moved.to_string().replace("***", "pw")).expect("valid");
+        assert_eq!(reread.targets, moved.targets);
+        assert_eq!(
+            PostgresUrl::parse("postgres://h")
+                .expect("valid")
+                .with_database("d")
+                .to_string(),
+            "postgres://h/d"
+        );
     }
 
     #[test]

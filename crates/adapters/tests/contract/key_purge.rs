@@ -9,7 +9,6 @@ use crate::scratch_store::ScratchStore;
 use items_domain::idempotency::PURGE_BATCH;
 use items_domain::{IdempotencyKey, ItemRepository, KEY_LIFETIME, Name};
 use items_testkit::Fixture;
-use sqlx::{Connection, PgConnection};
 
 use super::sqlite_file::SqliteFile;
 
@@ -96,16 +95,13 @@ async fn expired_keys_leave_a_batch_per_keyed_create_over_sqlite_c7() {
 #[tokio::test]
 async fn expired_keys_leave_a_batch_per_keyed_create_over_postgres_c7() {
     let scratch = ScratchStore::create().await;
-    let connection = tokio::sync::Mutex::new(
-        PgConnection::connect_with(&scratch.database.options())
-            .await
-            .unwrap(),
-    );
+    let connection = scratch.database.client().await.unwrap();
     let counts = purge_steps(&scratch.store.items(), || async {
-        sqlx::query_scalar("select count(*) from item_keys")
-            .fetch_one(&mut *connection.lock().await)
+        connection
+            .query_one("select count(*) from item_keys", &[])
             .await
             .unwrap()
+            .get::<_, i64>(0)
     })
     .await;
     assert_eq!(counts, expected());
@@ -113,22 +109,25 @@ async fn expired_keys_leave_a_batch_per_keyed_create_over_postgres_c7() {
     // The purge's oldest-first selection can be an index range scan (with
     // 43 rows the planner would rather read the table, so that is ruled
     // out for this question).
-    let mut connection = connection.into_inner();
-    sqlx::query("set enable_seqscan = off")
-        .execute(&mut connection)
+    connection
+        .batch_execute("set enable_seqscan = off")
         .await
         .unwrap();
-    let plan: Vec<String> = sqlx::query_scalar(
-        "explain select key from item_keys where created_at < 1 order by created_at limit 16",
-    )
-    .fetch_all(&mut connection)
-    .await
-    .unwrap();
+    let plan: Vec<String> = connection
+        .query(
+            "explain select key from item_keys where created_at < 1 order by created_at limit 16",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
     assert!(
         plan.iter()
             .any(|line| line.contains("Index Scan using item_keys_created_at")),
         "{plan:?}"
     );
-    connection.close().await.ok();
+    drop(connection);
     scratch.teardown().await;
 }

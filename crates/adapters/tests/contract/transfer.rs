@@ -16,7 +16,6 @@ use items_domain::transfer::{
 };
 use items_domain::{Item, Name, Price, Product, Repositories};
 use items_testkit::Fixture;
-use sqlx::{Connection, Executor};
 
 use super::sqlite_file::SqliteFile;
 
@@ -138,9 +137,7 @@ async fn sqlite_to_postgres_keeps_every_id_name_and_counter_c12() {
 
     let copied = copy(
         SqliteSnapshot::open(&source.path()).await.unwrap(),
-        PostgresSink::open(&destination.database.url())
-            .await
-            .unwrap(),
+        PostgresSink::open(&destination.url()).await.unwrap(),
     )
     .await
     .unwrap();
@@ -178,9 +175,7 @@ async fn postgres_to_sqlite_keeps_every_id_name_and_counter_c12() {
     let path = sqlite_path(directory.path());
 
     let copied = copy(
-        PostgresSnapshot::open(&source.database.url())
-            .await
-            .unwrap(),
+        PostgresSnapshot::open(&source.url()).await.unwrap(),
         SqliteSink::open(&path).await.unwrap(),
     )
     .await
@@ -223,17 +218,13 @@ async fn postgres_to_postgres_and_sqlite_to_sqlite_work_alike_c12() {
     let destination = ScratchStore::create().await;
     copy(
         SqliteSnapshot::open(&path).await.unwrap(),
-        PostgresSink::open(&middle.database.url()).await.unwrap(),
+        PostgresSink::open(&middle.url()).await.unwrap(),
     )
     .await
     .unwrap();
     copy(
-        PostgresSnapshot::open(&middle.database.url())
-            .await
-            .unwrap(),
-        PostgresSink::open(&destination.database.url())
-            .await
-            .unwrap(),
+        PostgresSnapshot::open(&middle.url()).await.unwrap(),
+        PostgresSink::open(&destination.url()).await.unwrap(),
     )
     .await
     .unwrap();
@@ -261,9 +252,7 @@ async fn the_source_is_read_at_one_snapshot_writes_after_it_are_not_copied_c12()
         .create(Name::parse("too late").unwrap())
         .await
         .unwrap();
-    let mut sink = PostgresSink::open(&destination.database.url())
-        .await
-        .unwrap();
+    let mut sink = PostgresSink::open(&destination.url()).await.unwrap();
     copy_store(&mut snapshot, &mut sink, BATCH, &mut |_| {})
         .await
         .unwrap();
@@ -288,9 +277,7 @@ async fn a_destination_holding_a_product_is_refused_and_left_as_it_was_c12() {
 
     let error = copy(
         SqliteSnapshot::open(&source.path()).await.unwrap(),
-        PostgresSink::open(&destination.database.url())
-            .await
-            .unwrap(),
+        PostgresSink::open(&destination.url()).await.unwrap(),
     )
     .await
     .unwrap_err();
@@ -318,11 +305,9 @@ async fn a_postgres_destination_refusing_a_row_mid_copy_is_left_empty_with_its_c
     let destination = ScratchStore::create().await;
     // The destination refuses item 20, in the third batch: two batches are
     // written by then, in the transaction that must be undone.
-    let mut admin = sqlx::PgConnection::connect_with(&destination.database.options())
-        .await
-        .unwrap();
+    let admin = destination.database.client().await.unwrap();
     admin
-        .execute(
+        .batch_execute(
             "create function refuse_item_20() returns trigger language plpgsql as $$ \
              begin if new.id = 20 then raise exception 'item 20 refused'; end if; \
              return new; end $$; \
@@ -333,9 +318,7 @@ async fn a_postgres_destination_refusing_a_row_mid_copy_is_left_empty_with_its_c
         .unwrap();
 
     let mut snapshot = SqliteSnapshot::open(&source.path()).await.unwrap();
-    let mut sink = PostgresSink::open(&destination.database.url())
-        .await
-        .unwrap();
+    let mut sink = PostgresSink::open(&destination.url()).await.unwrap();
     let mut written = Counts::default();
     let error = copy_store(&mut snapshot, &mut sink, BATCH, &mut |counts| {
         written = counts;
@@ -346,10 +329,10 @@ async fn a_postgres_destination_refusing_a_row_mid_copy_is_left_empty_with_its_c
     assert!(matches!(error, CopyError::Destination(_)), "{error:?}");
     assert!(written.items >= BATCH as u64, "batches were written first");
     admin
-        .execute("drop trigger refuse_item_20 on items")
+        .batch_execute("drop trigger refuse_item_20 on items")
         .await
         .unwrap();
-    admin.close().await.unwrap();
+    drop(admin);
     let repositories = destination.store.repositories();
     assert_eq!(contents(&repositories).await, (vec![], vec![]));
     assert_eq!(
@@ -387,9 +370,7 @@ async fn a_sqlite_destination_refusing_a_row_mid_copy_is_left_empty_with_its_cou
         .unwrap();
 
     let error = copy(
-        PostgresSnapshot::open(&source.database.url())
-            .await
-            .unwrap(),
+        PostgresSnapshot::open(&source.url()).await.unwrap(),
         SqliteSink::open(&path).await.unwrap(),
     )
     .await

@@ -6,8 +6,7 @@
 
 use std::time::Duration;
 
-use items_adapters::postgres::{PostgresSettings, PostgresStore};
-use sqlx::postgres::PgConnectOptions;
+use items_adapters::postgres::{PostgresSettings, PostgresStore, PostgresUrl};
 
 use items_testkit::postgres::{ScratchDatabase, test_database_url};
 use items_testkit::{Fixture, Repositories, RepositoryFixture};
@@ -28,16 +27,16 @@ impl ScratchStore {
     /// When the server does not answer: a test never skips for want
     /// of its database.
     pub async fn create() -> Self {
-        Self::connect_with(ScratchDatabase::options).await
+        Self::connect_with(scratch_url).await
     }
 
-    /// Connects to a fresh scratch database with the options `connect`
-    /// makes of it (through a `TcpProxy`,
-    /// say).
+    /// Connects to a fresh scratch database with the URL `connect`
+    /// makes of it (through a `TcpProxy`, with
+    /// [`PostgresUrl::with_host`], say).
     ///
     /// # Panics
     /// As [`ScratchStore::create`].
-    pub async fn connect_with(connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions) -> Self {
+    pub async fn connect_with(connect: impl FnOnce(&ScratchDatabase) -> PostgresUrl) -> Self {
         Self::connect_with_settings(connect, PostgresSettings::default()).await
     }
 
@@ -47,21 +46,27 @@ impl ScratchStore {
     /// # Panics
     /// As [`ScratchStore::create`].
     pub async fn connect_with_settings(
-        connect: impl FnOnce(&ScratchDatabase) -> PgConnectOptions,
+        connect: impl FnOnce(&ScratchDatabase) -> PostgresUrl,
         settings: PostgresSettings,
     ) -> Self {
         let database = ScratchDatabase::create(&test_database_url())
             .await
             .expect("a scratch database on the test server");
-        let store =
-            PostgresStore::connect_with(connect(&database), settings, Duration::from_secs(5))
-                .await
-                .expect("connects and migrates");
+        let store = PostgresStore::connect(&connect(&database), settings, Duration::from_secs(5))
+            .await
+            .expect("connects and migrates");
         Self { store, database }
     }
 }
 
 impl ScratchStore {
+    /// The scratch database's URL, as the store (and its snapshot and
+    /// sink) read it.
+    #[allow(dead_code)] // not every test binary that includes this file uses it
+    pub fn url(&self) -> PostgresUrl {
+        scratch_url(&self.database)
+    }
+
     /// Connects to a fresh scratch database through a URL listing two
     /// hosts, `target_session_attrs=read-write`: first a loopback port
     /// nobody listens on, which refuses, then the test server. Every
@@ -76,12 +81,21 @@ impl ScratchStore {
             .await
             .expect("a scratch database on the test server");
         let url = with_a_refusing_host_first(&database.url(), refusing_port());
+        let url = PostgresUrl::parse(&url).expect("a URL of two hosts");
         let store =
-            PostgresStore::connect_url(&url, PostgresSettings::default(), Duration::from_secs(5))
+            PostgresStore::connect(&url, PostgresSettings::default(), Duration::from_secs(5))
                 .await
                 .expect("connects through the second host and migrates");
         Self { store, database }
     }
+}
+
+/// The URL of `database` as the store reads it.
+///
+/// # Panics
+/// When the scratch database's URL does not parse: a test fixture.
+pub fn scratch_url(database: &ScratchDatabase) -> PostgresUrl {
+    PostgresUrl::parse(&database.url()).expect("the scratch database's URL")
 }
 
 /// A loopback port nobody listens on: bound by the system, then let go.

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::support::ScratchStore;
-use items_adapters::postgres::PostgresStore;
+use items_adapters::postgres::{PostgresSettings, PostgresStore, PostgresUrl};
 use items_testkit::Fixture;
 use items_testkit::postgres::test_server_address;
 use items_testkit::tcp_proxy::TcpProxy;
@@ -43,7 +43,11 @@ async fn the_item_lifecycle_over_postgres_matches_the_spec_c2_c7_c10() {
 /// A second instance: its own pool and its own in-flight registry over the
 /// same database.
 async fn second_instance(scratch: &ScratchStore) -> (TestApp, PostgresStore) {
-    let store = PostgresStore::connect(scratch.database.options(), 8, Duration::from_secs(5))
+    let settings = PostgresSettings {
+        pool_size: 8,
+        ..PostgresSettings::default()
+    };
+    let store = PostgresStore::connect(&scratch.url(), settings, Duration::from_secs(5))
         .await
         .unwrap();
     (TestApp::spawn(TestServices::postgres(&store)).await, store)
@@ -118,9 +122,12 @@ async fn a_lost_database_gives_503_and_the_service_recovers_by_itself_without_lo
     let target = test_server_address().await;
     let proxy = TcpProxy::start(target).await;
     let port = proxy.port();
-    let scratch =
-        ScratchStore::connect_with(|database| database.options().host("127.0.0.1").port(port))
-            .await;
+    let scratch = ScratchStore::connect_with(|database| {
+        PostgresUrl::parse(&database.url())
+            .unwrap()
+            .with_host("127.0.0.1", port)
+    })
+    .await;
     let postgres = PostgresApp::spawn(scratch).await;
     let app = &postgres.app;
     app.create_item("before the cut").await;

@@ -11,9 +11,6 @@ use crate::support::ScratchStore;
 use crate::support::{TestApp, TestServices};
 use items_adapters::sqlite::{SqliteSettings, SqliteStore};
 use items_testkit::Fixture;
-use sqlx::Connection;
-use sqlx::Executor;
-use sqlx::postgres::PgConnection;
 
 use crate::helpers::*;
 
@@ -173,11 +170,9 @@ async fn a_destination_failing_mid_copy_is_left_empty_with_exit_1_c12() {
     let destination = ScratchStore::create().await;
     // The destination refuses the last item: every other row is written
     // by then, in the transaction that must be undone.
-    let mut admin = PgConnection::connect_with(&destination.database.options())
-        .await
-        .unwrap();
+    let admin = destination.database.client().await.unwrap();
     admin
-        .execute(
+        .batch_execute(
             "create function refuse_item_28() returns trigger language plpgsql as $$ \
              begin if new.id = 28 then raise exception 'item 28 refused'; end if; \
              return new; end $$; \
@@ -198,10 +193,10 @@ async fn a_destination_failing_mid_copy_is_left_empty_with_exit_1_c12() {
     );
     assert!(stderr.contains("item 28 refused"), "{stderr}");
     admin
-        .execute("drop trigger refuse_item_28 on items")
+        .batch_execute("drop trigger refuse_item_28 on items")
         .await
         .unwrap();
-    admin.close().await.unwrap();
+    drop(admin);
     let served = TestApp::spawn(TestServices::postgres(&destination.store)).await;
     assert_eq!(listings(&served).await, (b"[]".to_vec(), b"[]".to_vec()));
     assert_eq!(served.create_item("first").await["id"], 1);

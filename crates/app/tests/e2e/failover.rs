@@ -121,21 +121,22 @@ async fn a_write_no_synchronous_standby_confirmed_is_never_acknowledged_c12() {
         "{problem}"
     );
     assert!(took <= LONGEST_REQUEST, "answered after {took:?}");
-    let mut direct = pair.primary().connect_to("items").await;
-    let visible: i64 = sqlx::query_scalar("select count(*) from items where name = 'unconfirmed'")
-        .fetch_one(&mut direct)
+    let direct = pair.primary().connect_to("items").await;
+    let visible: i64 = direct
+        .query_one("select count(*) from items where name = 'unconfirmed'", &[])
         .await
-        .unwrap();
+        .unwrap()
+        .get(0);
     assert_eq!(visible, 0, "not visible before a standby has it");
 
     pair.start_standby();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let visible: i64 =
-            sqlx::query_scalar("select count(*) from items where name = 'unconfirmed'")
-                .fetch_one(&mut direct)
-                .await
-                .unwrap();
+        let visible: i64 = direct
+            .query_one("select count(*) from items where name = 'unconfirmed'", &[])
+            .await
+            .unwrap()
+            .get(0);
         if visible == 1 {
             break;
         }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use items_testkit::postgres::{ScratchDatabase, test_database_url, test_server_address};
 use items_testkit::tcp_proxy::{TcpProxy, Trap};
 use serde_json::{Value, json};
-use sqlx::{Connection as _, PgConnection};
+use tokio_postgres::Client as PgClient;
 
 use crate::helpers::*;
 use crate::support::{Client, assert_problem, assert_problem_of_type, header};
@@ -28,11 +28,11 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(6);
 
 /// The URL of `database` through the proxy on `port`.
 fn through(database: &ScratchDatabase, port: u16) -> String {
-    let options = database.options();
+    let config: tokio_postgres::Config = database.url().parse().unwrap();
     format!(
         "postgres://{}@127.0.0.1:{port}/{}",
-        options.get_username(),
-        options.get_database().unwrap_or_default()
+        config.get_user().unwrap_or("postgres"),
+        database.name()
     )
 }
 
@@ -50,25 +50,26 @@ async fn behind_a_proxy(settings: &[(&str, &str)]) -> (ScratchDatabase, TcpProxy
 
 /// Items named `name`, read straight from the database.
 async fn rows_named(database: &ScratchDatabase, name: &str) -> i64 {
-    let mut connection = PgConnection::connect_with(&database.options())
+    let connection = database.client().await.unwrap();
+    let count = connection
+        .query_one(
+            "select count(*) from items where name = $1",
+            &[&name.as_bytes()],
+        )
         .await
-        .unwrap();
-    let count = sqlx::query_scalar("select count(*) from items where name = $1")
-        .bind(name.as_bytes())
-        .fetch_one(&mut connection)
-        .await
-        .unwrap();
-    let _ = connection.close().await;
+        .unwrap()
+        .get(0);
+    drop(connection);
     count
 }
 
 /// The name item `id` holds now, read straight from the database.
-async fn name_of(connection: &mut PgConnection, id: i64) -> String {
-    let name: Vec<u8> = sqlx::query_scalar("select name from items where id = $1")
-        .bind(id)
-        .fetch_one(connection)
+async fn name_of(connection: &PgClient, id: i64) -> String {
+    let name: Vec<u8> = connection
+        .query_one("select name from items where id = $1", &[&id])
         .await
-        .unwrap();
+        .unwrap()
+        .get(0);
     String::from_utf8(name).unwrap()
 }
 
@@ -182,9 +183,7 @@ struct Tally {
 async fn write(client: Client, database: Arc<ScratchDatabase>, writer: usize, item: i64) -> Tally {
     let rounds = 250;
     let mut tally = Tally::default();
-    let mut direct = PgConnection::connect_with(&database.options())
-        .await
-        .unwrap();
+    let direct = database.client().await.unwrap();
     for round in 0..rounds {
         let name = format!("w{writer}-{round}");
         let created = client.post_json("/items", &json!({"name": name})).await;
@@ -197,11 +196,11 @@ async fn write(client: Client, database: Arc<ScratchDatabase>, writer: usize, it
             .put_json(&format!("/items/{item}"), &json!({"name": new}))
             .await;
         *tally.answers.entry(replaced.status().as_u16()).or_default() += 1;
-        if replaced.status() == 503 && name_of(&mut direct, item).await == new {
+        if replaced.status() == 503 && name_of(&direct, item).await == new {
             tally.refused_replaces_applied.push(new);
         }
     }
-    let _ = direct.close().await;
+    drop(direct);
     tally
 }
 

@@ -17,7 +17,8 @@ use items_testkit::postgres::{ScratchDatabase, test_database_url, test_server_ad
 use items_testkit::tcp_proxy::{TcpProxy, Trap};
 use reqwest::Response;
 use serde_json::{Value, json};
-use sqlx::{Connection as _, Executor as _, PgConnection};
+use tokio_postgres::Client as PgClient;
+use tokio_postgres::types::ToSql;
 
 use crate::support::{Client, assert_problem, header};
 
@@ -91,11 +92,11 @@ async fn assert_all_over_budget(answers: Answers) {
 
 /// The URL of `database` through the proxy on `port`.
 fn through(database: &ScratchDatabase, port: u16) -> String {
-    let options = database.options();
+    let config: tokio_postgres::Config = database.url().parse().unwrap();
     format!(
         "postgres://{}@127.0.0.1:{port}/{}",
-        options.get_username(),
-        options.get_database().unwrap()
+        config.get_user().unwrap_or("postgres"),
+        database.name()
     )
 }
 
@@ -103,17 +104,18 @@ fn through(database: &ScratchDatabase, port: u16) -> String {
 /// database: names are `bytea`, keys `text`.
 async fn rows_where<T>(database: &ScratchDatabase, table: &str, column: &str, value: T) -> i64
 where
-    T: for<'q> sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres> + Send,
+    T: ToSql + Sync,
 {
-    let mut connection = PgConnection::connect_with(&database.options())
+    let connection = database.client().await.unwrap();
+    let count = connection
+        .query_one(
+            &format!("select count(*) from {table} where {column} = $1"),
+            &[&value],
+        )
         .await
-        .unwrap();
-    let count = sqlx::query_scalar(&format!("select count(*) from {table} where {column} = $1"))
-        .bind(value)
-        .fetch_one(&mut connection)
-        .await
-        .unwrap();
-    connection.close().await.unwrap();
+        .unwrap()
+        .get(0);
+    drop(connection);
     count
 }
 
@@ -124,13 +126,11 @@ async fn rows_named(database: &ScratchDatabase, name: &str) -> i64 {
 
 /// A session of `database` that holds `table` locked (access exclusive, in
 /// an open transaction) until it runs `rollback`.
-async fn lock_table(database: &ScratchDatabase, table: &str) -> PgConnection {
-    let mut holder = PgConnection::connect_with(&database.options())
-        .await
-        .unwrap();
-    holder.execute("begin").await.unwrap();
+async fn lock_table(database: &ScratchDatabase, table: &str) -> PgClient {
+    let holder = database.client().await.unwrap();
+    holder.batch_execute("begin").await.unwrap();
     holder
-        .execute(format!("lock table {table} in access exclusive mode").as_str())
+        .batch_execute(&format!("lock table {table} in access exclusive mode"))
         .await
         .unwrap();
     holder
@@ -173,19 +173,19 @@ async fn queued(what: &str, request: impl Future<Output = Response>) -> (Respons
 /// Waits (at most 5 s) until `sessions` sessions of `database` wait for a
 /// lock: the requests have reached the server. Whether they did.
 async fn wait_for_lock_waiters(database: &ScratchDatabase, sessions: i64) -> bool {
-    let mut observer = PgConnection::connect_with(&database.options())
-        .await
-        .unwrap();
+    let observer = database.client().await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
-        let waiting: i64 = sqlx::query_scalar(
-            "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
-        )
-        .fetch_one(&mut observer)
-        .await
-        .unwrap();
+        let waiting: i64 = observer
+            .query_one(
+                "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
         if waiting >= sessions {
-            observer.close().await.unwrap();
+            drop(observer);
             return true;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -216,14 +216,14 @@ async fn a_frozen_postgres_gets_503_within_the_budget_in_flight_and_new_and_reco
     // Requests in flight when the server stalls: held at the server by a
     // lock taken outside the proxy, then frozen while they wait, then the
     // lock let go, so the server runs them and their answers are stuck.
-    let mut holder = lock_table(&database, "items").await;
+    let holder = lock_table(&database, "items").await;
     let client = &service.client;
     let in_flight_body = json!({"name": "in flight"});
     let in_flight = get_post_and_put(client, "in flight", &in_flight_body);
     let freeze = async {
         let waiting = wait_for_lock_waiters(&database, 3).await;
         proxy.freeze();
-        holder.execute("rollback").await.unwrap();
+        holder.batch_execute("rollback").await.unwrap();
         waiting
     };
     let (answers, waiting) = tokio::join!(in_flight, freeze);
@@ -287,18 +287,18 @@ async fn a_lock_held_elsewhere_on_postgres_gets_503_within_the_budget_and_writes
     let url = database.url();
     let service = start_with_kept_item(&url, &[]).await;
 
-    let mut holder = lock_table(&database, "items").await;
+    let holder = lock_table(&database, "items").await;
     let client = &service.client;
     let behind_the_lock = json!({"name": "behind the lock"});
     assert_all_over_budget(post_and_put(client, "behind the lock", &behind_the_lock).await).await;
 
-    holder.execute("rollback").await.unwrap();
+    holder.batch_execute("rollback").await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(rows_named(&database, "behind the lock").await, 0);
     assert_eq!(recovered(&service).await, json!({"id": 1, "name": "kept"}));
     let created = service.client.create_item("after the lock").await;
     assert_eq!(created["name"], "after the lock");
-    holder.close().await.unwrap();
+    drop(holder);
     drop(service);
     database.drop().await;
 }

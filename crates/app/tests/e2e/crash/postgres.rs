@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use items_testkit::postgres::{ScratchDatabase, test_database_url};
-use sqlx::{Connection, PgConnection};
 
 use super::ROUNDS;
 use super::check::{Refusals, check};
@@ -43,15 +42,18 @@ impl Store for Postgres {
     /// out by its session; reading back before that would let the write
     /// appear only in the next round, where no write explains it.
     async fn after_kill(&self) {
-        let mut connection = PgConnection::connect_with(&self.database.options())
+        let connection = self
+            .database
+            .client()
             .await
             .expect("the test connects to its scratch database");
         let deadline = Instant::now() + SESSIONS_END_WITHIN;
         loop {
-            let sessions: i64 = sqlx::query_scalar(OTHER_SESSIONS)
-                .fetch_one(&mut connection)
+            let sessions: i64 = connection
+                .query_one(OTHER_SESSIONS, &[])
                 .await
-                .expect("pg_stat_activity is readable");
+                .expect("pg_stat_activity is readable")
+                .get(0);
             if sessions == 0 {
                 break;
             }
@@ -61,7 +63,7 @@ impl Store for Postgres {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        connection.close().await.ok();
+        drop(connection);
     }
 }
 
@@ -104,7 +106,9 @@ const TERMINATE_THE_SERVICES_BACKENDS: &str = "select pg_terminate_backend(pid) 
 async fn terminated_database_connections_give_503_lose_nothing_and_heal_without_a_restart_c12() {
     let store = Postgres::create().await;
     let service = start(&store).await;
-    let mut admin = PgConnection::connect_with(&store.database.options())
+    let admin = store
+        .database
+        .client()
         .await
         .expect("the test connects to its scratch database");
     let seed = rng::seed();
@@ -121,10 +125,13 @@ async fn terminated_database_connections_give_503_lose_nothing_and_heal_without_
     let mut slowest_recovery = Duration::ZERO;
     for cut in 1..=TERMINATIONS {
         tokio::time::sleep(dice.millis(150, 600)).await;
-        let cut_now: Vec<bool> = sqlx::query_scalar(TERMINATE_THE_SERVICES_BACKENDS)
-            .fetch_all(&mut admin)
+        let cut_now: Vec<bool> = admin
+            .query(TERMINATE_THE_SERVICES_BACKENDS, &[])
             .await
-            .expect("the test may terminate its database's backends");
+            .expect("the test may terminate its database's backends")
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
         terminated += cut_now.len();
         let recovery = first_write_after(&service.client.address, cut, &mut probes).await;
         slowest_recovery = slowest_recovery.max(recovery);
@@ -170,7 +177,7 @@ async fn terminated_database_connections_give_503_lose_nothing_and_heal_without_
         verdict.describe(50)
     );
     drop(service);
-    admin.close().await.ok();
+    drop(admin);
     store.database.drop().await;
 }
 

@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use sqlx::postgres::PgConnectOptions;
-use sqlx::{Connection, Executor, PgConnection};
+use tokio_postgres::Client;
 
 /// Where Debian puts PostgreSQL 15's programs.
 const BIN: &str = "/usr/lib/postgresql/15/bin";
@@ -42,24 +41,20 @@ pub struct Node {
 }
 
 impl Node {
-    fn options(&self, database: &str) -> PgConnectOptions {
-        PgConnectOptions::new()
-            .host("127.0.0.1")
-            .port(self.port)
-            .username("postgres")
-            .database(database)
+    fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
     }
 
     /// A connection to its `postgres` database.
-    pub async fn connect(&self) -> PgConnection {
-        PgConnection::connect_with(&self.options("postgres"))
+    pub async fn connect(&self) -> Client {
+        items_testkit::postgres::connect(&self.url("postgres"))
             .await
             .unwrap_or_else(|error| panic!("connect to {}: {error}", self.name))
     }
 
     /// A connection to its database `database`.
-    pub async fn connect_to(&self, database: &str) -> PgConnection {
-        PgConnection::connect_with(&self.options(database))
+    pub async fn connect_to(&self, database: &str) -> Client {
+        items_testkit::postgres::connect(&self.url(database))
             .await
             .unwrap_or_else(|error| panic!("connect to {}/{database}: {error}", self.name))
     }
@@ -126,15 +121,15 @@ impl Pair {
         };
         pair.initdb(0);
         pair.start_node(0);
-        let mut admin = pair.nodes[0].connect().await;
+        let admin = pair.nodes[0].connect().await;
         admin
-            .execute("create database items")
+            .batch_execute("create database items")
             .await
             .expect("the service's database is made");
         if replication == Replication::Synchronous {
-            set_synchronous(&mut admin, "*").await;
+            set_synchronous(&admin, "*").await;
         }
-        let _ = admin.close().await;
+        drop(admin);
         pair.rebuild_standby(1).await;
         pair
     }
@@ -171,9 +166,9 @@ impl Pair {
     pub async fn promote_standby(&mut self) {
         let standby = 1 - self.primary;
         if self.replication == Replication::Synchronous {
-            let mut admin = self.nodes[standby].connect().await;
-            set_synchronous(&mut admin, "").await;
-            let _ = admin.close().await;
+            let admin = self.nodes[standby].connect().await;
+            set_synchronous(&admin, "").await;
+            drop(admin);
         }
         run(pg("pg_ctl").args([
             "-D",
@@ -226,10 +221,10 @@ impl Pair {
             "--no-sync",
         ]));
         self.start_node(index);
-        let mut admin = primary.connect().await;
+        let admin = primary.connect().await;
         let wanted = match self.replication {
             Replication::Synchronous => {
-                set_synchronous(&mut admin, "*").await;
+                set_synchronous(&admin, "*").await;
                 "state = 'streaming' and sync_state = 'sync'"
             }
             Replication::Asynchronous => "state = 'streaming'",
@@ -237,10 +232,11 @@ impl Pair {
         let query = format!("select count(*) from pg_stat_replication where {wanted}");
         let deadline = Instant::now() + PATIENCE;
         loop {
-            let streaming: i64 = sqlx::query_scalar(&query)
-                .fetch_one(&mut admin)
+            let streaming: i64 = admin
+                .query_one(&query, &[])
                 .await
-                .expect("pg_stat_replication is readable");
+                .expect("pg_stat_replication is readable")
+                .get(0);
             if streaming == 1 {
                 break;
             }
@@ -252,7 +248,7 @@ impl Pair {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let _ = admin.close().await;
+        drop(admin);
     }
 
     /// Stops the standby (`fast`): the primary's synchronous commits wait.
@@ -332,13 +328,15 @@ impl Pair {
 }
 
 /// `synchronous_standby_names` on the server behind `admin`, reloaded.
-async fn set_synchronous(admin: &mut PgConnection, names: &str) {
+async fn set_synchronous(admin: &Client, names: &str) {
     admin
-        .execute(format!("alter system set synchronous_standby_names = '{names}'").as_str())
+        .batch_execute(&format!(
+            "alter system set synchronous_standby_names = '{names}'"
+        ))
         .await
         .expect("alter system");
     admin
-        .execute("select pg_reload_conf()")
+        .batch_execute("select pg_reload_conf()")
         .await
         .expect("the configuration is reloaded");
 }

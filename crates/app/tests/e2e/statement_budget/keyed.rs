@@ -52,14 +52,14 @@ async fn cut_in_flight(
         .await;
     assert_eq!(response.status(), 201, "warm-up of {path}");
 
-    let mut holder = lock_table(database, table).await;
+    let holder = lock_table(database, table).await;
     let key = format!("in-flight:{path}");
     let what = format!("keyed POST {path} in flight");
     let in_flight = timed(&what, client.post_keyed(path, &key, body));
     let freeze = async {
         let waiting = wait_for_lock_waiters(database, 1).await;
         proxy.freeze();
-        holder.execute("rollback").await.unwrap();
+        holder.batch_execute("rollback").await.unwrap();
         waiting
     };
     let (posted, waiting) = tokio::join!(in_flight, freeze);
@@ -89,7 +89,7 @@ async fn cut_in_flight(
         rows_where(database, table, "name", name.as_bytes()).await,
         1
     );
-    holder.close().await.unwrap();
+    drop(holder);
 }
 
 #[tokio::test]
