@@ -31,6 +31,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool::managed::{
@@ -127,8 +128,10 @@ pub(super) struct Lease {
     connection: Option<Object<Manager>>,
     budget: Duration,
     deadline: Instant,
-    /// Work on it was cut by the deadline: the connection is closed.
-    expired: bool,
+    /// Work on it was cut by the deadline: the connection is closed. Atomic
+    /// so the batches pipelined on a shared lease ([`Lease::run_shared`])
+    /// can each mark it.
+    expired: AtomicBool,
     /// The write transaction open on it ([`Lease::begin_write`]), for
     /// learning its fate if its commit's answer is lost (`fate.rs`).
     transaction: Option<Transaction>,
@@ -180,7 +183,7 @@ async fn lease_from(
             connection: Some(connection),
             budget,
             deadline,
-            expired: false,
+            expired: AtomicBool::new(false),
             transaction: None,
         })),
         Ok(Err(error)) => Ok(Err(error)),
@@ -209,7 +212,7 @@ impl Lease {
         } = self;
         // `timeout_at` polls the work once even after the deadline, which
         // would send it (a `commit`, say): nothing is sent once it passed.
-        if *expired || Instant::now() >= *deadline {
+        if expired.load(Ordering::Relaxed) || Instant::now() >= *deadline {
             return Err(over_budget(*budget));
         }
         let Some(connection) = connection.as_mut() else {
@@ -226,10 +229,52 @@ impl Lease {
             }
             Ok(result) => result.map_err(unavailable),
             Err(_) => {
-                *expired = true;
+                expired.store(true, Ordering::Relaxed);
                 Err(over_budget(*budget))
             }
         }
+    }
+
+    /// Runs `work` on a connection shared by read batches pipelined on it
+    /// (`coalesce`): each sends its statement without waiting for the
+    /// replies of those before it, and must end by its own `deadline`.
+    /// Work the deadline cut marks the connection, which is closed once the
+    /// last batch on it lets it go. Only statements prepared while the
+    /// lease was not shared are used ([`Lease::prepared_already`]).
+    pub(super) async fn run_shared<'c, T, F>(
+        &'c self,
+        deadline: Instant,
+        work: impl FnOnce(&'c Client) -> F,
+    ) -> Result<T, RepositoryError>
+    where
+        F: Future<Output = Result<T, tokio_postgres::Error>> + 'c,
+    {
+        if self.is_cut() || Instant::now() >= deadline {
+            return Err(over_budget(self.budget));
+        }
+        let Some(connection) = self.connection.as_ref() else {
+            return Err(RepositoryError::unavailable("the connection was closed"));
+        };
+        match tokio::time::timeout_at(deadline, work(&connection.link)).await {
+            Ok(result) => result.map_err(unavailable),
+            Err(_) => {
+                self.expired.store(true, Ordering::Relaxed);
+                Err(over_budget(self.budget))
+            }
+        }
+    }
+
+    /// Whether work on the connection was cut by a deadline: it is closed
+    /// when the lease goes, and nothing more is sent on it.
+    pub(super) fn is_cut(&self) -> bool {
+        self.expired.load(Ordering::Relaxed)
+    }
+
+    /// The statement for `sql` if the connection prepared it already.
+    pub(super) fn prepared_already(&self, sql: &str) -> Option<Statement> {
+        self.connection
+            .as_ref()
+            .and_then(|connection| connection.statements.get(sql).cloned())
     }
 
     /// The connection's statement for `sql`, prepared on first use.
@@ -352,7 +397,7 @@ impl Lease {
     /// Marks the connection as in a transaction about to open; past the
     /// deadline nothing is sent, so there is no transaction to roll back.
     fn opening(&mut self) -> Result<(), RepositoryError> {
-        if self.expired || Instant::now() >= self.deadline {
+        if self.is_cut() || Instant::now() >= self.deadline {
             return Err(over_budget(self.budget));
         }
         if let Some(connection) = self.connection.as_mut() {
@@ -368,7 +413,7 @@ impl Lease {
     /// answered by (C12, `fate.rs`): `Ok` if it committed, `Unavailable` if
     /// it was rolled back, `OutcomeUnknown` only if that cannot be learned.
     pub(super) async fn commit(&mut self) -> Result<(), RepositoryError> {
-        if self.expired || Instant::now() >= self.deadline {
+        if self.is_cut() || Instant::now() >= self.deadline {
             return Err(over_budget(self.budget));
         }
         let transaction = self.transaction.take();
@@ -389,7 +434,7 @@ impl Lease {
             },
         };
         // The connection is not trusted again: closed when the lease drops.
-        self.expired = true;
+        self.expired.store(true, Ordering::Relaxed);
         let hosts = Object::pool(connection).map(|pool| Arc::clone(&pool.manager().hosts));
         fate::learn(hosts, transaction, lost, grace).await
     }
@@ -465,7 +510,7 @@ impl Drop for Lease {
         {
             forget_host(&pool, connection.server.host);
         }
-        if (self.expired || read_only)
+        if (self.is_cut() || read_only)
             && let Some(connection) = self.connection.take()
         {
             drop(Object::take(connection));

@@ -19,6 +19,12 @@
 //! requests its worker already had ready, so reads that arrive together go
 //! together.
 //!
+//! Reads are pipelined ([`Operation::PIPELINED`]): a read batch does not
+//! wait for the one in flight before it. Its drainer sends its statement on
+//! the connection that batch is on, up to [`PIPELINE_DEPTH`] batches in
+//! flight on one connection, so a burst of reads is served without a round
+//! trip between batches, on one connection and one backend.
+//!
 //! Invariants:
 //! - at most one drainer per kind waits for a connection, and a batch is
 //!   exactly what was queued while all connections were busy;
@@ -62,11 +68,13 @@ mod tests;
 mod tests_broken;
 #[cfg(test)]
 mod tests_budget;
+#[cfg(test)]
+mod tests_pipelined;
 
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use items_domain::RepositoryError;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -101,6 +109,9 @@ pub(super) fn lanes(pool_size: u32) -> usize {
     (pool_size as usize / 10).max(1)
 }
 
+/// Batches of a pipelined kind in flight on one connection at most.
+pub(super) const PIPELINE_DEPTH: usize = 2;
+
 /// One kind of request that can be coalesced: what it runs alone, and what
 /// it runs for many.
 pub(super) trait Operation: Send + Sync + 'static {
@@ -125,6 +136,33 @@ pub(super) trait Operation: Send + Sync + 'static {
     /// [`Operation::one`]); under load, see [`ItemReads`] for what it
     /// changes.
     const ALWAYS_QUEUED: bool = false;
+
+    /// Whether batches of this kind are pipelined on shared connections
+    /// ([`PIPELINE_DEPTH`] in flight on each): only for statements that
+    /// read outside a transaction, which need no connection of their own.
+    /// Such a kind implements [`Operation::prepare`] and
+    /// [`Operation::shared`].
+    const PIPELINED: bool = false;
+
+    /// Prepares the statements [`Operation::shared`] sends, on a connection
+    /// about to be shared.
+    fn prepare(_lease: &mut Lease) -> impl Future<Output = Result<(), RepositoryError>> + Send {
+        async { Ok(()) }
+    }
+
+    /// A batch's statement on a connection shared with other batches, by
+    /// `deadline`: one output per work, in order.
+    fn shared(
+        _lease: &Lease,
+        _deadline: Instant,
+        _work: &[&Self::Work],
+    ) -> impl Future<Output = Result<Vec<Self::Output>, RepositoryError>> + Send {
+        async {
+            Err(RepositoryError::unavailable(
+                "this kind of statement is not pipelined",
+            ))
+        }
+    }
 
     /// One request, alone on a free connection or alone in its batch.
     fn one(
@@ -206,8 +244,15 @@ impl<O: Operation> fmt::Debug for Coalescer<O> {
 
 struct Inner<O: Operation> {
     pool: Pool,
-    /// Statements of this kind running now ([`lanes`]).
+    /// Statements of this kind running now ([`lanes`]; times
+    /// [`PIPELINE_DEPTH`] for a pipelined kind).
     lanes: Arc<Semaphore>,
+    /// A pipelined kind's connections, each shared by the batches in flight
+    /// on it (each holds a strong reference; the last to end gives the
+    /// connection back to the pool).
+    pipes: parking_lot::Mutex<Vec<Weak<Lease>>>,
+    /// The most connections a pipelined kind shares at once.
+    most_pipes: usize,
     queue: Queue<O::Work, Reply<O>>,
     batches: Mutex<Batches<O::Work, Reply<O>>>,
     /// A drainer is waiting for a connection: a request that queues now
@@ -233,10 +278,14 @@ impl<O: Operation> Coalescer<O> {
     /// A queue over `pool`, running at most `lanes` statements at once.
     pub(super) fn new(pool: Pool, lanes: usize) -> Self {
         let (queue, batches) = batch::queue(MAX_BATCH);
+        let lanes = lanes.max(1);
+        let depth = if O::PIPELINED { PIPELINE_DEPTH } else { 1 };
         Self {
             inner: Arc::new(Inner {
                 pool,
-                lanes: Arc::new(Semaphore::new(lanes.max(1))),
+                lanes: Arc::new(Semaphore::new(lanes * depth)),
+                pipes: parking_lot::Mutex::new(Vec::new()),
+                most_pipes: lanes,
                 queue,
                 batches: Mutex::new(batches),
                 waiting: AtomicBool::new(false),
@@ -309,6 +358,9 @@ impl<O: Operation> Inner<O> {
     /// Waits for a lane and a connection, takes every request queued by
     /// then, runs them as one statement and answers each.
     async fn drain(self: Arc<Self>) {
+        if O::PIPELINED {
+            return self.drain_pipelined().await;
+        }
         let taken = self.lane_and_lease().await;
         self.waiting.store(false, Ordering::SeqCst);
         let batch = self
@@ -343,6 +395,78 @@ impl<O: Operation> Inner<O> {
             lease.limit(deadline);
         }
         self.run(&mut lease, lane, batch).await;
+    }
+
+    /// [`Inner::drain`] for a pipelined kind: the batch is sent on a
+    /// connection other batches may be in flight on, and must end by its
+    /// own deadline (its requests' earliest, at most the budget from now).
+    async fn drain_pipelined(self: Arc<Self>) {
+        let taken = self.lane_and_pipe().await;
+        self.waiting.store(false, Ordering::SeqCst);
+        let batch = self
+            .batches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .try_next();
+        if self.queue.queued() > 0 {
+            self.wake();
+        }
+        let Some(mut batch) = batch else { return };
+        let (lane, pipe) = match taken {
+            Ok(taken) => taken,
+            Err(error) => return fail(batch, error),
+        };
+        batch.claim();
+        if batch.is_empty() {
+            return;
+        }
+        let budget = Instant::now() + self.pool.manager().budget;
+        let deadline = batch
+            .deadline()
+            .map_or(budget, |deadline| deadline.min(budget));
+        self.record(batch.len());
+        let (operation, table) = O::STATEMENT;
+        let span = crate::traces::batch_operation("postgresql", Some(operation), Some(table));
+        batch.trace(&span);
+        let work: Vec<&O::Work> = batch.work().collect();
+        let outputs = O::shared(&pipe, deadline, &work).instrument(span).await;
+        drop(work);
+        drop(lane);
+        drop(pipe);
+        self.answer(batch, outputs);
+    }
+
+    /// A lane and a shared connection for a pipelined kind's next batch:
+    /// one with fewer than [`PIPELINE_DEPTH`] batches in flight, else a new
+    /// one from the pool (its statements prepared before it is shared).
+    async fn lane_and_pipe(&self) -> Result<(OwnedSemaphorePermit, Arc<Lease>), RepositoryError> {
+        let lane = self.lane().await?;
+        if let Some(pipe) = self.open_pipe() {
+            return Ok((lane, pipe));
+        }
+        let mut lease = lease(&self.pool).await?;
+        O::prepare(&mut lease).await?;
+        let pipe = Arc::new(lease);
+        let mut pipes = self.pipes.lock();
+        pipes.retain(|pipe| pipe.strong_count() > 0);
+        pipes.push(Arc::downgrade(&pipe));
+        Ok((lane, pipe))
+    }
+
+    /// A shared connection with room for one more batch in flight, if
+    /// there is one, or if every connection the kind may share is taken
+    /// (the lane semaphore then guarantees room on one of them).
+    fn open_pipe(&self) -> Option<Arc<Lease>> {
+        let pipes = self.pipes.lock();
+        let open: Vec<Arc<Lease>> = pipes
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|pipe| !pipe.is_cut())
+            .collect();
+        let shared = open.len();
+        // Each batch in flight holds a reference; `least` holds one more.
+        let least = open.into_iter().min_by_key(Arc::strong_count)?;
+        (Arc::strong_count(&least) <= PIPELINE_DEPTH || shared >= self.most_pipes).then_some(least)
     }
 
     /// A lane and a connection for the next batch. A reading kind waits for
@@ -395,6 +519,16 @@ impl<O: Operation> Inner<O> {
         // worker and sends its statement while they write their responses,
         // rather than after all of them.
         drop(lane);
+        self.answer(batch, outputs);
+    }
+
+    /// Answers each request of `batch` its own output, or the batch's
+    /// failure.
+    fn answer(
+        &self,
+        batch: Batch<O::Work, Reply<O>>,
+        outputs: Result<Vec<O::Output>, RepositoryError>,
+    ) {
         match outputs {
             Ok(outputs) if outputs.len() == batch.len() => {
                 batch.answer(outputs.into_iter().map(Ok))

@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 
 use items_domain::RepositoryError;
+use tokio::time::Instant;
 
 use super::Operation;
 use crate::postgres::decode;
@@ -37,13 +38,52 @@ impl Operation for ItemReads {
     /// a task hop for a lone read: one client's p50 93 → 96.5 µs
     /// (docs/performance.md "The PostgreSQL store, measured").
     const ALWAYS_QUEUED: bool = true;
+    const PIPELINED: bool = true;
+
+    async fn prepare(lease: &mut Lease) -> Result<(), RepositoryError> {
+        lease.prepared(ONE).await?;
+        lease.prepared(MANY).await?;
+        Ok(())
+    }
+
+    /// [`ItemReads::one`] or [`ItemReads::many`] on a shared connection,
+    /// with the statements [`ItemReads::prepare`] made.
+    async fn shared(
+        lease: &Lease,
+        deadline: Instant,
+        ids: &[&i64],
+    ) -> Result<Vec<Option<ItemRow>>, RepositoryError> {
+        let statement = |sql| {
+            lease.prepared_already(sql).ok_or_else(|| {
+                RepositoryError::unavailable("a pipelined statement was not prepared")
+            })
+        };
+        if let [id] = ids {
+            let one = statement(ONE)?;
+            let row = lease
+                .run_shared(deadline, |client| async move {
+                    client.query_opt(&one, &[*id]).await
+                })
+                .await?;
+            return Ok(vec![row.as_ref().map(decode::item).transpose()?]);
+        }
+        let many = statement(MANY)?;
+        let wanted: Vec<i64> = ids.iter().map(|&&id| id).collect();
+        let rows = lease
+            .run_shared(deadline, |client| {
+                let wanted = &wanted;
+                async move { client.query(&many, &[wanted]).await }
+            })
+            .await?;
+        found_in(&rows, &wanted)
+    }
 
     /// The single-row statement: it plans as a primary key lookup; the
     /// array statement for one id cost ~25 µs more client time a read
     /// (docs/performance.md, "Tried and not kept").
     async fn one(lease: &mut Lease, id: &i64) -> Result<Option<ItemRow>, RepositoryError> {
         lease
-            .query_opt("select id, name from items where id = $1", &[id])
+            .query_opt(ONE, &[id])
             .await?
             .as_ref()
             .map(decode::item)
@@ -59,13 +99,24 @@ impl Operation for ItemReads {
         ids: &[&i64],
     ) -> Result<Vec<Option<ItemRow>>, RepositoryError> {
         let wanted: Vec<i64> = ids.iter().map(|&&id| id).collect();
-        let rows = lease
-            .query("select id, name from items where id = any($1)", &[&wanted])
-            .await?;
-        let found: HashMap<i64, Vec<u8>> = decode::items(&rows)?.into_iter().collect();
-        Ok(wanted
-            .iter()
-            .map(|id| found.get(id).map(|name| (*id, name.clone())))
-            .collect())
+        let rows = lease.query(MANY, &[&wanted]).await?;
+        found_in(&rows, &wanted)
     }
+}
+
+/// One id's row.
+const ONE: &str = "select id, name from items where id = $1";
+/// Many ids' rows, in no promised order.
+const MANY: &str = "select id, name from items where id = any($1)";
+
+/// Each of `wanted`'s own row among `rows`, or its absence.
+fn found_in(
+    rows: &[tokio_postgres::Row],
+    wanted: &[i64],
+) -> Result<Vec<Option<ItemRow>>, RepositoryError> {
+    let found: HashMap<i64, Vec<u8>> = decode::items(rows)?.into_iter().collect();
+    Ok(wanted
+        .iter()
+        .map(|id| found.get(id).map(|name| (*id, name.clone())))
+        .collect())
 }

@@ -13,7 +13,7 @@ use items_domain::{
 };
 use items_testkit::postgres::{ScratchDatabase, test_database_url, test_server_address};
 
-use super::{Coalescer, lanes};
+use super::{Coalescer, PIPELINE_DEPTH, lanes};
 use crate::postgres::pool::{Lease, lease};
 use crate::postgres::{PostgresSettings, PostgresStore, PostgresUrl};
 
@@ -349,13 +349,16 @@ fn each_kind_gets_a_lane_per_ten_connections_and_at_least_one() {
 #[tokio::test]
 async fn while_a_kinds_lanes_are_taken_its_requests_queue_though_connections_are_free() {
     let database = scratch().await;
-    // A pool of 3 gives each kind one lane ([`lanes`]).
+    // A pool of 3 gives each kind one lane ([`lanes`]), reads one lane
+    // pipelined [`PIPELINE_DEPTH`] deep: every one of them is taken.
     let store = store(url_of(&database), 3).await;
     let items = store.items();
     items.create(name("only")).await.expect("created");
-    let lane = Arc::clone(&store.item_reads.inner.lanes)
-        .try_acquire_owned()
-        .expect("the one lane is free");
+    let lanes = &store.item_reads.inner.lanes;
+    let lane = Arc::clone(lanes)
+        .try_acquire_many_owned(PIPELINE_DEPTH as u32)
+        .expect("the read lanes are free");
+    assert_eq!(lanes.available_permits(), 0);
     let reads: Vec<_> = (0..5)
         .map(|_| {
             let items = items.clone();
