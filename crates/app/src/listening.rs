@@ -117,7 +117,11 @@ mod tests {
             admin_address: Some("127.0.0.1:41235".parse().unwrap()),
         };
 
-        let line = logged(|| listening.log(Some("postgres://app:secret@db/items")));
+        let line = logged(|| {
+            listening.log(Some(
+                &DatabaseUrl::parse("postgres://app:secret@db/items").unwrap(),
+            ))
+        });
 
         assert!(
             line.contains(

@@ -11,7 +11,7 @@
 //! answers nothing must not keep a task alive); [`Link::close`] says
 //! goodbye first when the server answers in time.
 
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -117,6 +117,14 @@ impl Deref for Link {
 
     fn deref(&self) -> &Client {
         &self.client
+    }
+}
+
+impl DerefMut for Link {
+    /// For work that must have the connection alone (the migrations'
+    /// transactions).
+    fn deref_mut(&mut self) -> &mut Client {
+        &mut self.client
     }
 }
 

@@ -168,7 +168,8 @@ impl PostgresStore {
                 }
             }
         };
-        crate::sql::migrations::run_postgres(&first.link).await?;
+        let mut first = first;
+        crate::sql::migrations::run_postgres(&mut first.link).await?;
         // The pool opens its own connections as requests need them, on the
         // host the first one found.
         first.link.close(ACQUIRE_TIMEOUT).await;

@@ -164,8 +164,8 @@ impl PostgresSink {
     /// [`BeginError::Connect`] when it cannot be reached or migrated;
     /// [`BeginError::Begin`] when the transaction or the locks fail.
     pub async fn open(url: &PostgresUrl) -> Result<Self, BeginError> {
-        let connection = connect(url).await?;
-        crate::sql::migrations::run_postgres(&connection)
+        let mut connection = connect(url).await?;
+        crate::sql::migrations::run_postgres(&mut connection)
             .await
             .map_err(ConnectError::from)?;
         connection

@@ -23,7 +23,8 @@
 //!   row the schema's triggers keep in the same transaction as each write
 //!   (C7, C10);
 //! - the schema is `crates/adapters/migrations_sqlite`, embedded and
-//!   applied at open, recorded as sqlx records it (`migrations`).
+//!   applied at open by the runner both SQL stores share, recorded as sqlx
+//!   records it (`crate::sql::migrations`).
 //!
 //! [`backup()`] copies a store, consistent as of one moment, into a new file
 //! while writers go on (`backup.rs`); [`SqliteSnapshot`] and [`SqliteSink`]
@@ -39,7 +40,6 @@ mod items;
 mod keys;
 mod listing;
 mod messages;
-mod migrations;
 mod point_reads;
 mod products;
 mod readers;
@@ -61,10 +61,10 @@ use point_reads::PointReads;
 use readers::Readers;
 use writer::Writer;
 
+pub use crate::sql::migrations::MigrateError;
 pub use backup::{BackupError, backup};
 pub use file::{DEFAULT_WAL_LIMIT, WAL_BYTES};
 pub use items::SqliteItemRepository;
-pub use migrations::MigrateError;
 pub use products::SqliteProductRepository;
 pub use transfer::{SqliteSink, SqliteSnapshot};
 pub use users::SqliteUserRepository;
@@ -304,6 +304,6 @@ fn open_writing(path: &Path, busy_timeout: Duration) -> Result<rusqlite::Connect
     {
         return Err(cannot_open("the file cannot be written (read-only)".into()));
     }
-    migrations::run(&mut connection)?;
+    crate::sql::migrations::run_sqlite(&mut connection)?;
     Ok(connection)
 }

@@ -6,7 +6,6 @@
 use crate::scratch_store::ScratchStore;
 use items_domain::{ItemRepository, Name, Price, ProductRepository};
 use items_testkit::Fixture;
-use sqlx::Connection;
 
 #[tokio::test]
 async fn items_and_products_read_as_text_in_their_readable_views_c3() {
@@ -22,14 +21,14 @@ async fn items_and_products_read_as_text_in_their_readable_views_c3() {
         .await
         .unwrap();
 
-    let mut psql = sqlx::PgConnection::connect_with(&scratch.database.options())
+    let psql = scratch.database.client().await.unwrap();
+    let names: Vec<(i64, String)> = psql
+        .query("select id, name from items_readable order by id", &[])
         .await
-        .unwrap();
-    let names: Vec<(i64, String)> =
-        sqlx::query_as("select id, name from items_readable order by id")
-            .fetch_all(&mut psql)
-            .await
-            .unwrap();
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
     assert_eq!(
         names,
         [
@@ -39,30 +38,37 @@ async fn items_and_products_read_as_text_in_their_readable_views_c3() {
             (3, "a\u{2400}b".to_owned()),
         ]
     );
-    let found: Vec<String> =
-        sqlx::query_scalar("select name from items_readable where name like 'mil%'")
-            .fetch_all(&mut psql)
-            .await
-            .unwrap();
+    let found: Vec<String> = psql
+        .query(
+            "select name from items_readable where name like 'mil%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
     assert_eq!(found, ["milk"]);
-    let products: Vec<(i64, String, f64)> =
-        sqlx::query_as("select id, name, price from products_readable")
-            .fetch_all(&mut psql)
-            .await
-            .unwrap();
+    let products: Vec<(i64, String, f64)> = psql
+        .query("select id, name, price from products_readable", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect();
     assert_eq!(products, [(1, "tea".to_owned(), 2.5)]);
 
     // Bytes only another writer could store are shown, not an error.
-    sqlx::query("insert into items (name) values ('\\xff61'::bytea)")
-        .execute(&mut psql)
+    psql.batch_execute("insert into items (name) values ('\\xff61'::bytea)")
         .await
         .unwrap();
-    let raw: String = sqlx::query_scalar("select name from items_readable where id = 4")
-        .fetch_one(&mut psql)
+    let raw: String = psql
+        .query_one("select name from items_readable where id = 4", &[])
         .await
-        .unwrap();
+        .unwrap()
+        .get(0);
     assert_eq!(raw, "\\xff61");
 
-    psql.close().await.unwrap();
+    drop(psql);
     scratch.teardown().await;
 }

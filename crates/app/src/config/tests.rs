@@ -253,8 +253,12 @@ fn help_opens_with_what_the_service_is() {
 fn database_urls_must_be_postgres_or_sqlite_c1() {
     let config = parse(&["--database-url", "postgresql://localhost/test"]).unwrap();
     assert_eq!(
-        config.store.database().map(ToString::to_string).as_deref(),
-        Some("postgresql://localhost/test")
+        config
+            .store
+            .database()
+            .map(|url| crate::listening::store_description(Some(url)))
+            .as_deref(),
+        Some("PostgreSQL postgresql://localhost/test")
     );
     assert!(parse(&["--database-url", "postgres://u@h:5432/db"]).is_ok());
     assert!(parse(&["--database-url", "postgres://"]).is_err());

@@ -6,32 +6,38 @@
 use std::time::{Duration, Instant};
 
 use items_testkit::postgres::{ScratchDatabase, test_database_url};
-use sqlx::Connection as _;
 
 use crate::helpers::*;
 
-/// The tables of the public schema, sorted, and how many migrations sqlx
-/// recorded as applied.
+/// The tables of the public schema, sorted, and how many migrations are
+/// recorded as applied (in sqlx's `_sqlx_migrations`).
 async fn schema_of(database: &ScratchDatabase) -> (Vec<String>, i64) {
-    let mut connection = sqlx::PgConnection::connect_with(&database.options())
+    let (client, connection) = tokio_postgres::connect(&database.url(), tokio_postgres::NoTls)
         .await
         .unwrap();
-    let tables: Vec<String> = sqlx::query_scalar(
-        "select table_name::text from information_schema.tables \
-         where table_schema = 'public' and table_type = 'BASE TABLE' order by 1",
-    )
-    .fetch_all(&mut connection)
-    .await
-    .unwrap();
+    let connection = tokio::spawn(connection);
+    let tables: Vec<String> = client
+        .query(
+            "select table_name::text from information_schema.tables \
+             where table_schema = 'public' and table_type = 'BASE TABLE' order by 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
     let applied: i64 = if tables.iter().any(|table| table == "_sqlx_migrations") {
-        sqlx::query_scalar("select count(*) from _sqlx_migrations where success")
-            .fetch_one(&mut connection)
+        client
+            .query_one("select count(*) from _sqlx_migrations where success", &[])
             .await
             .unwrap()
+            .get(0)
     } else {
         0
     };
-    connection.close().await.unwrap();
+    drop(client);
+    connection.await.unwrap().unwrap();
     (tables, applied)
 }
 

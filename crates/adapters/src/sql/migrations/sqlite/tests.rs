@@ -1,9 +1,7 @@
-//! The runner against sqlx's own records: a new file, a file sqlx
+//! The SQLite executor against sqlx's own records: a new file, a file sqlx
 //! migrated, and each refusal and tolerance of [`super::apply`].
 
 #![allow(clippy::unwrap_used)]
-
-use std::path::PathBuf;
 
 use rusqlite::Connection;
 
@@ -60,9 +58,12 @@ fn migrated_by_sqlx(connection: &Connection, migrations: &[Migration]) {
         connection.execute_batch(migration.sql).unwrap();
         connection
             .execute(
-                "INSERT INTO _sqlx_migrations ( version, description, success, checksum, execution_time ) \
-                 VALUES ( ?1, ?2, TRUE, ?3, -1 )",
-                rusqlite::params![migration.version, migration.description, migration.checksum()],
+                INSERT_ROW,
+                rusqlite::params![
+                    migration.version,
+                    migration.description,
+                    migration.checksum()
+                ],
             )
             .unwrap();
         connection.execute_batch("COMMIT").unwrap();
@@ -75,67 +76,15 @@ fn migrated_by_sqlx(connection: &Connection, migrations: &[Migration]) {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-fn folder() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("migrations_sqlite")
-}
-
-#[test]
-fn every_file_of_the_folder_is_embedded_in_order_as_sqlx_names_it() {
-    let mut files: Vec<(i64, String, String)> = std::fs::read_dir(folder())
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "sql"))
-        .map(|path| {
-            let name = path.file_name().unwrap().to_str().unwrap().to_owned();
-            let (version, rest) = name.split_once('_').unwrap();
-            let description = rest.trim_end_matches(".sql").replace('_', " ");
-            let sql = std::fs::read_to_string(&path).unwrap();
-            (version.parse().unwrap(), description, sql)
-        })
-        .collect();
-    files.sort();
-    let embedded: Vec<(i64, String, String)> = MIGRATIONS
-        .iter()
-        .map(|migration| {
-            (
-                migration.version,
-                migration.description.to_owned(),
-                migration.sql.to_owned(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        embedded, files,
-        "MIGRATIONS must list every file of migrations_sqlite, in order"
-    );
-}
-
-#[test]
-fn the_checksums_are_those_the_released_files_list() {
-    let listed = std::fs::read_to_string(folder().join("CHECKSUMS")).unwrap();
-    for migration in MIGRATIONS {
-        let line = format!("{}  {:04}_", hex(&migration.checksum()), migration.version);
-        assert!(
-            listed.lines().any(|listed| listed.starts_with(&line)),
-            "migration {} is not listed in CHECKSUMS with its SHA-384",
-            migration.version
-        );
-    }
-}
-
 #[test]
 fn a_new_file_gets_every_migration_recorded_as_sqlx_records_it() {
     let mut connection = memory();
 
-    run(&mut connection).unwrap();
+    run_sqlite(&mut connection).unwrap();
 
     let recorded = rows(&connection);
-    assert_eq!(recorded.len(), MIGRATIONS.len());
-    for (row, migration) in recorded.iter().zip(MIGRATIONS) {
+    assert_eq!(recorded.len(), SQLITE.len());
+    for (row, migration) in recorded.iter().zip(SQLITE) {
         assert_eq!(row.0, migration.version);
         assert_eq!(row.1, migration.description);
         assert!(row.2, "success");
@@ -166,10 +115,10 @@ fn a_new_file_gets_every_migration_recorded_as_sqlx_records_it() {
 #[test]
 fn a_second_run_applies_nothing() {
     let mut connection = memory();
-    run(&mut connection).unwrap();
+    run_sqlite(&mut connection).unwrap();
     let first = rows(&connection);
 
-    run(&mut connection).unwrap();
+    run_sqlite(&mut connection).unwrap();
 
     assert_eq!(rows(&connection), first);
 }
@@ -177,10 +126,10 @@ fn a_second_run_applies_nothing() {
 #[test]
 fn a_file_migrated_by_sqlx_is_accepted_as_it_is() {
     let mut connection = memory();
-    migrated_by_sqlx(&connection, MIGRATIONS);
+    migrated_by_sqlx(&connection, SQLITE);
     let before = rows(&connection);
 
-    run(&mut connection).unwrap();
+    run_sqlite(&mut connection).unwrap();
 
     assert_eq!(rows(&connection), before, "nothing applied again");
 }
@@ -188,15 +137,12 @@ fn a_file_migrated_by_sqlx_is_accepted_as_it_is() {
 #[test]
 fn only_the_missing_migrations_are_applied_in_order() {
     let mut connection = memory();
-    migrated_by_sqlx(&connection, &MIGRATIONS[..1]);
+    migrated_by_sqlx(&connection, &SQLITE[..1]);
 
-    run(&mut connection).unwrap();
+    run_sqlite(&mut connection).unwrap();
 
     let versions: Vec<i64> = rows(&connection).iter().map(|row| row.0).collect();
-    let known: Vec<i64> = MIGRATIONS
-        .iter()
-        .map(|migration| migration.version)
-        .collect();
+    let known: Vec<i64> = SQLITE.iter().map(|migration| migration.version).collect();
     assert_eq!(versions, known);
     assert_eq!(rows(&connection)[0].4, 1_234_567, "sqlx's row left alone");
 }
@@ -204,7 +150,7 @@ fn only_the_missing_migrations_are_applied_in_order() {
 #[test]
 fn a_migration_edited_after_it_was_applied_is_refused() {
     let mut connection = memory();
-    run(&mut connection).unwrap();
+    run_sqlite(&mut connection).unwrap();
     connection
         .execute(
             "update _sqlx_migrations set checksum = x'00' where version = 1",
@@ -212,7 +158,7 @@ fn a_migration_edited_after_it_was_applied_is_refused() {
         )
         .unwrap();
 
-    let refused = run(&mut connection).unwrap_err();
+    let refused = run_sqlite(&mut connection).unwrap_err();
 
     assert!(
         matches!(refused, MigrateError::VersionMismatch(1)),
@@ -223,7 +169,7 @@ fn a_migration_edited_after_it_was_applied_is_refused() {
 #[test]
 fn a_migration_left_half_done_is_refused() {
     let mut connection = memory();
-    run(&mut connection).unwrap();
+    run_sqlite(&mut connection).unwrap();
     connection
         .execute(
             "update _sqlx_migrations set success = false where version = 2",
@@ -231,7 +177,7 @@ fn a_migration_left_half_done_is_refused() {
         )
         .unwrap();
 
-    let refused = run(&mut connection).unwrap_err();
+    let refused = run_sqlite(&mut connection).unwrap_err();
 
     assert!(matches!(refused, MigrateError::Dirty(2)), "{refused:?}");
 }
@@ -239,7 +185,7 @@ fn a_migration_left_half_done_is_refused() {
 #[test]
 fn a_migration_a_newer_build_applied_is_tolerated_c12() {
     let mut connection = memory();
-    run(&mut connection).unwrap();
+    run_sqlite(&mut connection).unwrap();
     connection
         .execute(
             "insert into _sqlx_migrations (version, description, success, checksum, execution_time) \
@@ -248,9 +194,9 @@ fn a_migration_a_newer_build_applied_is_tolerated_c12() {
         )
         .unwrap();
 
-    run(&mut connection).unwrap();
+    run_sqlite(&mut connection).unwrap();
 
-    assert_eq!(rows(&connection).len(), MIGRATIONS.len() + 1);
+    assert_eq!(rows(&connection).len(), SQLITE.len() + 1);
 }
 
 #[test]
@@ -284,11 +230,29 @@ fn a_failing_migration_leaves_nothing_of_itself() {
 #[test]
 fn a_migration_another_process_recorded_meanwhile_is_not_applied_again() {
     let mut connection = memory();
-    migrated_by_sqlx(&connection, MIGRATIONS);
+    migrated_by_sqlx(&connection, SQLITE);
     let before = rows(&connection);
 
     // As if the first look had found it missing.
-    apply_one(&mut connection, &MIGRATIONS[0], &MIGRATIONS[0].checksum()).unwrap();
+    apply_one(&mut connection, &SQLITE[0], &SQLITE[0].checksum()).unwrap();
 
     assert_eq!(rows(&connection), before);
+}
+
+#[test]
+fn a_file_that_opts_out_of_the_transaction_runs_outside_one_as_sqlx_runs_it() {
+    let mut connection = memory();
+    // `VACUUM` fails inside a transaction: it passes only outside one.
+    let migrations = [Migration {
+        version: 1,
+        description: "vacuum",
+        sql: "-- no-transaction\nVACUUM;",
+    }];
+
+    apply(&mut connection, &migrations).unwrap();
+
+    let recorded = rows(&connection);
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0].3, migrations[0].checksum());
+    assert!(recorded[0].4 >= 0, "the time it took: {}", recorded[0].4);
 }
