@@ -26,8 +26,8 @@
 # the machine's own server (5432) is left alone. Every wait is bounded;
 # everything started here is stopped on exit; after a failure the work
 # directory (every log, the Patroni configurations) is kept and its path
-# printed (PATRONI_FAILOVER_KEEP=1 keeps it after a success too). About a
-# minute and a half.
+# printed (PATRONI_FAILOVER_KEEP=1 keeps it after a success too). About
+# 70 s, a third of it waiting for Patroni (the leader key's ttl, pg_rewind).
 set -euo pipefail
 
 binary=$(realpath -m -- "${ITEMS_SERVICE_BIN:-$(dirname "$0")/../../target/release/items-service}")
