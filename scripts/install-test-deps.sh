@@ -30,6 +30,9 @@ REQUIRED=(
   'haproxy|test -x /usr/sbin/haproxy'                        # the fleet test's load balancer
   'systemd|command -v systemd-analyze'                       # scripts/tests/systemd-unit.sh verifies the unit
   'prometheus|test -x /usr/bin/prometheus && command -v promtool'  # scripts/tests/prometheus-rules.sh: promtool and a live Prometheus
+  'patroni|command -v patroni && command -v patronictl'     # scripts/tests/patroni-failover.sh: Patroni in front of two PostgreSQL servers
+  'etcd-server|command -v etcd'                              # … and the store of its leader key
+  'python3-etcd|/usr/bin/python3 -c "import etcd"'           # … Patroni's etcd client (its etcd3 module imports it too)
 )
 
 ensure_packages "$no_install" "${REQUIRED[@]}"
