@@ -147,7 +147,7 @@ impl PostgresUrl {
     /// Why the URL cannot be used, in one line: the driver's reason, an
     /// unknown `target_session_attrs`, or no host.
     pub fn parse(url: &str) -> Result<Self, UrlError> {
-        let (rest, attrs) = take_session_attrs(url)?;
+        let (rest, attrs) = take_session_attrs(&lowercase_scheme(url))?;
         let config = tokio_postgres::Config::from_str(&rest)
             .map_err(|error| UrlError(crate::report::ErrorChain(&error).to_string()))?;
         let targets = targets(&config)?;
@@ -238,6 +238,15 @@ fn without_password(url: &str) -> String {
         &url[..authority_start],
         &url[authority_end..]
     )
+}
+
+/// `url` with its scheme in lower case, as the driver reads it (a scheme
+/// is case-insensitive, RFC 3986).
+fn lowercase_scheme(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => format!("{}://{rest}", scheme.to_ascii_lowercase()),
+        None => url.to_owned(),
+    }
 }
 
 /// Where the host list of `url` starts and ends (after `user@`, before the
@@ -379,6 +388,12 @@ mod tests {
                 .attrs,
             SessionAttrs::Any
         );
+    }
+
+    #[test]
+    fn the_scheme_is_read_in_any_case() {
+        assert_eq!(labels("POSTGRES://h"), ["h:5432"]);
+        assert_eq!(labels("PostgreSQL://u@h:6000/db"), ["h:6000"]);
     }
 
     #[test]
