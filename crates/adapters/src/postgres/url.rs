@@ -148,6 +148,7 @@ impl PostgresUrl {
     /// unknown `target_session_attrs`, or no host.
     pub fn parse(url: &str) -> Result<Self, UrlError> {
         let (rest, attrs) = take_session_attrs(&lowercase_scheme(url))?;
+        check_host_list(&rest)?;
         let config = tokio_postgres::Config::from_str(&rest)
             .map_err(|error| UrlError(crate::report::ErrorChain(&error).to_string()))?;
         let targets = targets(&config)?;
@@ -246,6 +247,36 @@ fn lowercase_scheme(url: &str) -> String {
     match url.split_once("://") {
         Some((scheme, rest)) => format!("{}://{rest}", scheme.to_ascii_lowercase()),
         None => url.to_owned(),
+    }
+}
+
+/// Refuses what the driver would read otherwise than libpq's users mean
+/// it: an empty entry in the host list, an IPv6 address without brackets
+/// (its colons would be read as a port), or a `host`, `hostaddr` or `port`
+/// parameter beside several hosts (which would apply to every one).
+fn check_host_list(url: &str) -> Result<(), UrlError> {
+    let (start, end) = hosts_span(url);
+    let hosts: Vec<&str> = url[start..end].split(',').collect();
+    for entry in &hosts {
+        let bare = entry.starts_with('[') || entry.matches(':').count() <= 1;
+        if entry.is_empty() || !bare {
+            return Err(UrlError(format!(
+                "the host list has an entry {entry:?} that is no host[:port] \
+                 (an IPv6 address goes in brackets: [::1]:5432)"
+            )));
+        }
+    }
+    let query = url.split_once('?').map_or("", |(_, query)| query);
+    let named = query
+        .split('&')
+        .filter_map(|pair| pair.split_once('=').map(|(key, _)| key))
+        .find(|key| ["host", "hostaddr", "port"].contains(key));
+    match named {
+        Some(key) if hosts.len() > 1 => Err(UrlError(format!(
+            "`{key}=` beside a list of several hosts would apply to every one of them; \
+             give each host its own port in the list instead"
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -417,6 +448,15 @@ mod tests {
             Address::Unix(PathBuf::from("/var/run/postgresql/.s.PGSQL.5433"))
         );
         assert_eq!(url.targets[0].label, "/var/run/postgresql");
+    }
+
+    #[test]
+    fn a_broken_host_list_is_refused_in_one_line_naming_the_entry_c1() {
+        assert!(refusal("postgres://u@db1:5432,,db2:5432/items").contains("\"\""));
+        assert!(refusal("postgres://u@db1,::1/items").contains("::1"));
+        assert!(refusal("postgres://u@db1,db2/items?port=5433").contains("port="));
+        assert!(!refusal("postgres://u@db1:5432,db2:99999/items").is_empty());
+        assert_eq!(labels("postgres://u@db1,[::1]:5433/items"), ["db1:5432", "::1:5433"]);
     }
 
     #[test]
