@@ -4,9 +4,8 @@
 //! The workspace's own errors follow the Rust API guidelines: an error that
 //! exposes its cause through [`Error::source`] does not repeat it in its
 //! message, so a cause is printed once, by whoever reports the whole chain.
-//! Some foreign errors do both (most of sqlx's print their source in their
-//! message too): a cause whose text the line already ends with is not
-//! repeated.
+//! Some foreign errors do both (print their source in their message too):
+//! a cause whose text the line already ends with is not repeated.
 
 use std::error::Error;
 use std::fmt;

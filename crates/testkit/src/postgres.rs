@@ -125,6 +125,24 @@ impl ScratchDatabase {
         format!("{base}/{}{query}", self.name)
     }
 
+    /// [`ScratchDatabase::url`] through `127.0.0.1:port` (a test's proxy in
+    /// front of the server) instead of the server's own host and port.
+    pub fn url_through(&self, port: u16) -> String {
+        let url = self.url();
+        let authority_start = url.find("://").map_or(0, |at| at + 3);
+        let authority_end = url[authority_start..]
+            .find(['/', '?'])
+            .map_or(url.len(), |at| authority_start + at);
+        let host_start = url[authority_start..authority_end]
+            .rfind('@')
+            .map_or(authority_start, |at| authority_start + at + 1);
+        format!(
+            "{}127.0.0.1:{port}{}",
+            &url[..host_start],
+            &url[authority_end..]
+        )
+    }
+
     /// Drops the database, closing whatever connections are still open.
     /// Best effort: a leftover `items_test_*` database is harmless.
     pub async fn drop(self) {
@@ -173,6 +191,10 @@ mod tests {
         assert_eq!(
             scratch("postgresql://h:5432").url(),
             "postgresql://h:5432/items_test_1"
+        );
+        assert_eq!(
+            scratch("postgres://u:p@h:5432/db?sslmode=disable").url_through(6000),
+            "postgres://u:p@127.0.0.1:6000/items_test_1?sslmode=disable"
         );
     }
 }

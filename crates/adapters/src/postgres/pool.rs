@@ -606,7 +606,7 @@ mod tests {
             pool_size: 1,
             statement_timeout: budget,
         };
-        let url = url_of(&database).with_host("127.0.0.1", proxy.port());
+        let url = PostgresUrl::parse(&database.url_through(proxy.port())).expect("a valid URL");
         let store = PostgresStore::connect(&url, settings, Duration::from_secs(5))
             .await
             .expect("connects and migrates");

@@ -32,7 +32,7 @@ impl ScratchStore {
 
     /// Connects to a fresh scratch database with the URL `connect`
     /// makes of it (through a `TcpProxy`, with
-    /// [`PostgresUrl::with_host`], say).
+    /// [`ScratchDatabase::url_through`], say).
     ///
     /// # Panics
     /// As [`ScratchStore::create`].

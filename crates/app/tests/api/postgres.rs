@@ -123,9 +123,7 @@ async fn a_lost_database_gives_503_and_the_service_recovers_by_itself_without_lo
     let proxy = TcpProxy::start(target).await;
     let port = proxy.port();
     let scratch = ScratchStore::connect_with(|database| {
-        PostgresUrl::parse(&database.url())
-            .unwrap()
-            .with_host("127.0.0.1", port)
+        PostgresUrl::parse(&database.url_through(port)).unwrap()
     })
     .await;
     let postgres = PostgresApp::spawn(scratch).await;

@@ -362,6 +362,59 @@ impl<O: Operation> Inner<O> {
             return self.drain_pipelined().await;
         }
         let taken = self.lane_and_lease().await;
+        let Some((batch, (lane, mut lease))) = self.claim(taken) else {
+            // A writing drainer's open transaction is rolled back when the
+            // pool lends the connection again.
+            return;
+        };
+        // No caller waits for its answer past its own deadline (C12). The
+        // lease was taken before the batch was known (a writing kind's even
+        // before its lane came free), so its own deadline says nothing of
+        // the batch's: the batch's is its requests'.
+        lease.renew();
+        if let Some(deadline) = batch.deadline() {
+            lease.limit(deadline);
+        }
+        let span = self.span(&batch);
+        let work: Vec<&O::Work> = batch.work().collect();
+        let outputs = statement::<O>(&mut lease, &work).instrument(span).await;
+        drop(work);
+        // The lane goes back before the callers are answered: the next
+        // drainer, woken first, runs before the callers' tasks on this
+        // worker and sends its statement while they write their responses,
+        // rather than after all of them.
+        drop(lane);
+        self.answer(batch, outputs);
+    }
+
+    /// [`Inner::drain`] for a pipelined kind: the batch is sent on a
+    /// connection other batches may be in flight on, and must end by its
+    /// own deadline (its requests' earliest, at most the budget from now).
+    async fn drain_pipelined(self: Arc<Self>) {
+        let taken = self.lane_and_pipe().await;
+        let Some((batch, (lane, pipe))) = self.claim(taken) else {
+            return;
+        };
+        let budget = Instant::now() + self.pool.manager().budget;
+        let deadline = batch
+            .deadline()
+            .map_or(budget, |deadline| deadline.min(budget));
+        let span = self.span(&batch);
+        let work: Vec<&O::Work> = batch.work().collect();
+        let outputs = O::shared(&pipe, deadline, &work).instrument(span).await;
+        drop((work, lane, pipe));
+        self.answer(batch, outputs);
+    }
+
+    /// Takes the batch queued by now, once the drainer holds what it runs
+    /// on (`taken`), and claims it: from here each request left waits for
+    /// the batch's fate; those abandoned or late are left out. `None` when
+    /// nothing is left to run (a failure to get a connection is answered
+    /// to each request here).
+    fn claim<T>(
+        self: &Arc<Self>,
+        taken: Result<T, RepositoryError>,
+    ) -> Option<(Batch<O::Work, Reply<O>>, T)> {
         self.waiting.store(false, Ordering::SeqCst);
         let batch = self
             .batches
@@ -373,67 +426,25 @@ impl<O: Operation> Inner<O> {
             // waiting and spawned none.
             self.wake();
         }
-        let Some(mut batch) = batch else { return };
-        let (lane, mut lease) = match taken {
+        let mut batch = batch?;
+        let taken = match taken {
             Ok(taken) => taken,
-            Err(error) => return fail(batch, error),
+            Err(error) => {
+                fail(batch, error);
+                return None;
+            }
         };
-        // The statement is sure to start: from here each request left waits
-        // for the batch's fate; those abandoned or late are left out.
         batch.claim();
-        if batch.is_empty() {
-            // A writing drainer's open transaction is rolled back when the
-            // pool lends the connection again.
-            return;
-        }
-        // No caller waits for its answer past its own deadline (C12). The
-        // lease was taken before the batch was known (a writing kind's even
-        // before its lane came free), so its own deadline says nothing of
-        // the batch's: the batch's is its requests'.
-        lease.renew();
-        if let Some(deadline) = batch.deadline() {
-            lease.limit(deadline);
-        }
-        self.run(&mut lease, lane, batch).await;
+        (!batch.is_empty()).then_some((batch, taken))
     }
 
-    /// [`Inner::drain`] for a pipelined kind: the batch is sent on a
-    /// connection other batches may be in flight on, and must end by its
-    /// own deadline (its requests' earliest, at most the budget from now).
-    async fn drain_pipelined(self: Arc<Self>) {
-        let taken = self.lane_and_pipe().await;
-        self.waiting.store(false, Ordering::SeqCst);
-        let batch = self
-            .batches
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .try_next();
-        if self.queue.queued() > 0 {
-            self.wake();
-        }
-        let Some(mut batch) = batch else { return };
-        let (lane, pipe) = match taken {
-            Ok(taken) => taken,
-            Err(error) => return fail(batch, error),
-        };
-        batch.claim();
-        if batch.is_empty() {
-            return;
-        }
-        let budget = Instant::now() + self.pool.manager().budget;
-        let deadline = batch
-            .deadline()
-            .map_or(budget, |deadline| deadline.min(budget));
+    /// Records a batch about to run, and the span it runs in (C11).
+    fn span(&self, batch: &Batch<O::Work, Reply<O>>) -> tracing::Span {
         self.record(batch.len());
         let (operation, table) = O::STATEMENT;
         let span = crate::traces::batch_operation("postgresql", Some(operation), Some(table));
         batch.trace(&span);
-        let work: Vec<&O::Work> = batch.work().collect();
-        let outputs = O::shared(&pipe, deadline, &work).instrument(span).await;
-        drop(work);
-        drop(lane);
-        drop(pipe);
-        self.answer(batch, outputs);
+        span
     }
 
     /// A lane and a shared connection for a pipelined kind's next batch:
@@ -498,28 +509,6 @@ impl<O: Operation> Inner<O> {
                 "no lane for a coalesced statement within the acquire timeout",
             )),
         }
-    }
-
-    /// Runs a batch's statement in `lane`, then answers each request.
-    async fn run(
-        &self,
-        lease: &mut Lease,
-        lane: OwnedSemaphorePermit,
-        batch: Batch<O::Work, Reply<O>>,
-    ) {
-        self.record(batch.len());
-        let (operation, table) = O::STATEMENT;
-        let span = crate::traces::batch_operation("postgresql", Some(operation), Some(table));
-        batch.trace(&span);
-        let work: Vec<&O::Work> = batch.work().collect();
-        let outputs = statement::<O>(lease, &work).instrument(span).await;
-        drop(work);
-        // The lane goes back before the callers are answered: the next
-        // drainer, woken first, runs before the callers' tasks on this
-        // worker and sends its statement while they write their responses,
-        // rather than after all of them.
-        drop(lane);
-        self.answer(batch, outputs);
     }
 
     /// Answers each request of `batch` its own output, or the batch's

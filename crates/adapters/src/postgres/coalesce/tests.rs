@@ -33,6 +33,14 @@ pub(super) async fn store(url: PostgresUrl, pool_size: u32) -> PostgresStore {
         .expect("connects and migrates")
 }
 
+/// The URL of the scratch database `database` through `proxy`.
+pub(super) fn through(
+    database: &ScratchDatabase,
+    proxy: &items_testkit::tcp_proxy::TcpProxy,
+) -> PostgresUrl {
+    PostgresUrl::parse(&database.url_through(proxy.port())).expect("a valid URL")
+}
+
 /// The URL of the scratch database `database`.
 pub(super) fn url_of(database: &ScratchDatabase) -> PostgresUrl {
     PostgresUrl::parse(&database.url()).expect("a valid URL")

@@ -11,14 +11,14 @@ use items_testkit::postgres::ScratchDatabase;
 use items_testkit::tcp_proxy::TcpProxy;
 use tokio::task::JoinHandle;
 
-use super::tests::{hold_all, name, scratch, server_address, store, until_queued, url_of};
+use super::tests::{hold_all, name, scratch, server_address, store, through, until_queued};
 use crate::postgres::PostgresStore;
 
 /// A store of `pool_size` connections reaching `database` through a proxy
 /// the test can cut, holding one item.
 async fn behind_a_proxy(database: &ScratchDatabase, pool_size: u32) -> (PostgresStore, TcpProxy) {
     let proxy = TcpProxy::start(server_address().await).await;
-    let url = url_of(database).with_host("127.0.0.1", proxy.port());
+    let url = through(database, &proxy);
     let store = store(url, pool_size).await;
     store.items().create(name("before")).await.expect("created");
     (store, proxy)

@@ -11,7 +11,7 @@ use items_testkit::postgres::ScratchDatabase;
 use items_testkit::tcp_proxy::TcpProxy;
 use tokio::time::Instant;
 
-use super::tests::{name, scratch, server_address, until_queued, url_of};
+use super::tests::{name, scratch, server_address, through, until_queued};
 use crate::postgres::{PostgresSettings, PostgresStore};
 
 /// A store with one lane per kind (a pool of 3) and `budget`, through a
@@ -19,7 +19,7 @@ use crate::postgres::{PostgresSettings, PostgresStore};
 async fn store(budget: Duration) -> (PostgresStore, TcpProxy, ScratchDatabase) {
     let database = scratch().await;
     let proxy = TcpProxy::start(server_address().await).await;
-    let url = url_of(&database).with_host("127.0.0.1", proxy.port());
+    let url = through(&database, &proxy);
     let settings = PostgresSettings {
         pool_size: 3,
         statement_timeout: budget,

@@ -7,7 +7,7 @@ use items_domain::{Id, ItemRepository};
 use items_testkit::tcp_proxy::TcpProxy;
 
 use super::PIPELINE_DEPTH;
-use super::tests::{name, scratch, server_address, store, url_of};
+use super::tests::{name, scratch, server_address, store, through};
 
 /// Waits until the reads have sent `count` statements in all.
 async fn until_sent(store: &crate::postgres::PostgresStore, count: u64) -> bool {
@@ -25,7 +25,7 @@ async fn a_read_batch_is_sent_while_the_one_before_it_waits_for_its_reply_on_the
     let database = scratch().await;
     let proxy = TcpProxy::start(server_address().await).await;
     // A pool of 3: one read lane, pipelined two deep.
-    let store = store(url_of(&database).with_host("127.0.0.1", proxy.port()), 3).await;
+    let store = store(through(&database, &proxy), 3).await;
     let items = store.items();
     items.create(name("only")).await.expect("created");
     items.get(Id::new(1)).await.expect("read");
