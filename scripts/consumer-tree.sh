@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 PACKAGE=items-memory-consumer
 MOST_NORMAL=40
 MOST_WITH_DEV=60
-FORBIDDEN=(actix-web actix-http sqlx sqlx-core rusqlite libsqlite3-sys redis utoipa deadpool)
+FORBIDDEN=(actix-web actix-http tokio-postgres postgres-protocol rusqlite libsqlite3-sys redis utoipa deadpool)
 
 # The distinct crates (name and version) of the package's tree for EDGES.
 crates_of() {
