@@ -15,6 +15,10 @@
 //!   25006: a primary turned standby, or made read-only) is closed, never
 //!   lent again, and so are the idle ones to the same host: the next
 //!   connection goes through the host selection (`hosts`) again;
+//! - a commit answered with a warning is not acknowledged: PostgreSQL
+//!   warns when it ends a commit's wait for a synchronous standby
+//!   (cancelled, or the backend terminated), the transaction committed on
+//!   the primary alone (C12: 504, `fate.rs`);
 //! - new connections are opened by the host selection of `hosts`, which
 //!   says which server each one is on, so a transaction's fate is asked
 //!   of that same server (`fate.rs`);
@@ -409,9 +413,12 @@ impl Lease {
     /// Commits, unless the deadline passed: a write answered 503 is then
     /// rolled back, never committed afterwards (`sql/budget.rs`). Once sent,
     /// the commit's answer is awaited past the deadline by [`fate::grace`];
-    /// without it, the transaction's fate is learned from the server and
-    /// answered by (C12, `fate.rs`): `Ok` if it committed, `Unavailable` if
-    /// it was rolled back, `OutcomeUnknown` only if that cannot be learned.
+    /// an answer with a warning is `OutcomeUnknown` (a synchronous
+    /// standby's confirmation given up); without an answer, the
+    /// transaction's fate is learned from the server and answered by (C12,
+    /// `fate.rs`): `Ok` if it committed, `Unavailable` if it was rolled
+    /// back, `OutcomeUnknown` only if that cannot be learned (or, under
+    /// synchronous replication, whether a standby has it).
     pub(super) async fn commit(&mut self) -> Result<(), RepositoryError> {
         if self.is_cut() || Instant::now() >= self.deadline {
             return Err(over_budget(self.budget));
@@ -422,11 +429,15 @@ impl Lease {
         };
         let grace = fate::grace(self.budget);
         let sent = Instant::now();
+        let warned = connection.link.warnings();
         let commit = connection.link.batch_execute("commit");
         let lost = match tokio::time::timeout_at(self.deadline + grace, commit).await {
             Ok(Ok(())) => {
                 connection.in_transaction = false;
-                return Ok(());
+                return match connection.link.warning_since(warned) {
+                    Some(warning) => Err(fate::unconfirmed(warning)),
+                    None => Ok(()),
+                };
             }
             Ok(Err(error)) => LostAnswer::Failed(error),
             Err(_) => LostAnswer::Unanswered {
@@ -435,8 +446,9 @@ impl Lease {
         };
         // The connection is not trusted again: closed when the lease drops.
         self.expired.store(true, Ordering::Relaxed);
+        let warning = connection.link.warning_since(warned);
         let hosts = Object::pool(connection).map(|pool| Arc::clone(&pool.manager().hosts));
-        fate::learn(hosts, transaction, lost, grace).await
+        fate::learn(hosts, transaction, lost, warning, grace).await
     }
 
     /// Asks the connection's server whether it still has the attribute the
@@ -448,7 +460,7 @@ impl Lease {
             return Err(RepositoryError::unavailable("the connection was closed"));
         };
         let hosts = Arc::clone(&pool.manager().hosts);
-        let state = self.run(|client| ServerState::read(client)).await?;
+        let state = self.run(ServerState::read).await?;
         if state.fits(hosts.attrs()) {
             return Ok(());
         }
