@@ -22,8 +22,9 @@
 //! The old primary is then rebuilt as the new standby (`pg_basebackup`)
 //! and the next round kills the other server. With asynchronous
 //! replication the acknowledged writes lost per round are only reported.
-//! And a commit no synchronous standby confirmed (the standby stopped) is
-//! answered 504, never 2xx, and stays invisible until the standby is back.
+//! A commit no synchronous standby confirmed (the standby stopped) is
+//! answered 504, never 2xx, and stays invisible until the standby is back;
+//! so is one whose wait someone cancelled or whose backend someone ended.
 //!
 //! `FAILOVER_ROUNDS` sets the rounds (6 by default for synchronous
 //! replication, 3 for asynchronous, so the three tests take one to two
@@ -147,6 +148,74 @@ async fn a_write_no_synchronous_standby_confirmed_is_never_acknowledged_c12() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(before["id"].as_i64().is_some());
+
+    // Someone else ends the wait: a cancel (PostgreSQL then answers the
+    // commit as a success, with a warning) or a terminated backend (the
+    // connection ends; `pg_xact_status` then says committed). Committed on
+    // the primary alone either way: 504, twice each.
+    pair.stop_standby();
+    let admin = pair.primary().connect().await;
+    let ends = [
+        "pg_cancel_backend",
+        "pg_terminate_backend",
+        "pg_cancel_backend",
+        "pg_terminate_backend",
+    ];
+    for (round, end) in ends.into_iter().enumerate() {
+        let client = service.client.clone();
+        let name = format!("ended-{round}");
+        let started = Instant::now();
+        let write = tokio::spawn(async move {
+            let response = client
+                .post_json("/items", &serde_json::json!({ "name": name }))
+                .await;
+            let status = response.status();
+            let problem: Value = response.json().await.unwrap_or_default();
+            (status, problem)
+        });
+        let backend = waiting_for_the_standby(&admin).await;
+        let ended: bool = admin
+            .query_one(&format!("select {end}($1)"), &[&backend])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(ended, "{end}({backend})");
+        let (status, problem) = write.await.unwrap();
+        let took = started.elapsed();
+
+        assert_eq!(status, 504, "{end}: {problem}");
+        assert!(
+            problem["type"]
+                .as_str()
+                .is_some_and(|kind| kind.contains("outcome-unknown")),
+            "{end}: {problem}"
+        );
+        // Answered on the end of the wait, not after the budget: it was the
+        // ended wait that was judged.
+        assert!(took < BUDGET, "{end}: answered after {took:?}");
+    }
+    pair.start_standby();
+}
+
+/// The pid of a backend of the service waiting for a synchronous standby,
+/// once there is one.
+async fn waiting_for_the_standby(admin: &tokio_postgres::Client) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let row = admin
+            .query_opt(
+                "select pid from pg_stat_activity \
+                 where datname = 'items' and wait_event = 'SyncRep' limit 1",
+                &[],
+            )
+            .await
+            .unwrap();
+        if let Some(row) = row {
+            return row.get(0);
+        }
+        assert!(Instant::now() < deadline, "no write waits for the standby");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// The figures of a run.
