@@ -17,8 +17,13 @@
 //!   that came back writable beside it (two primaries would each take
 //!   writes), and a first host that swallows packets costs each new
 //!   connection nothing once another host took over;
-//! - each host's attempt is bounded by its share of the wait, so a host
-//!   that never answers cannot keep the next one from being tried;
+//! - the hosts share the wait: each next host's attempt starts when the
+//!   ones before it have all said no, or when the last one started has had
+//!   its head start ([`stagger`]) without an answer, the attempts then
+//!   running side by side; every host starts within the first half of the
+//!   wait, so a good host anywhere in the list is reached however many
+//!   hang before it. The first connection that fits is kept and the other
+//!   attempts are dropped; a failure names every host and what it did;
 //! - the host a connection goes to changing is a failover: logged and
 //!   counted ([`FAILOVERS`]).
 
@@ -26,6 +31,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::time::Instant;
 use tokio_postgres::Client;
 
 use super::link::{self, Link, OpenError};
@@ -41,9 +49,13 @@ pub const READ_ONLY_REFUSALS: &str = "database_read_only_refusals_total";
 
 /// No host yet.
 const NONE: usize = usize::MAX;
-/// The least time one host's attempt is given, however many hosts share
-/// the wait: a TCP and startup handshake on a sound network.
-const LEAST_ATTEMPT: Duration = Duration::from_millis(250);
+/// The most head start one host's attempt has before the next one starts
+/// beside it: RFC 8305's connection attempt delay, ample for a TCP and
+/// startup handshake on a sound network.
+const HEAD_START: Duration = Duration::from_millis(250);
+/// How long a refused connection's goodbye is waited for (in the
+/// background: the selection goes on meanwhile).
+const GOODBYE: Duration = Duration::from_secs(1);
 
 /// What a server said of itself at connect time.
 const STATE: &str = "select current_setting('transaction_read_only'), \
@@ -68,11 +80,11 @@ pub(super) struct Hosts {
 pub(super) struct Server {
     /// Its index in the host list.
     pub(super) host: usize,
-    /// The timeline it wrote on when the connection was opened (`None`
-    /// when not asked: one host, no attribute). A standby promoted since
-    /// writes on a new one, and may hand out again transaction ids the old
-    /// primary had used without replicating them.
-    pub(super) timeline: Option<String>,
+    /// The timeline it wrote on when the connection was opened (`None` on
+    /// a standby, or when not asked: one host, no attribute). A standby
+    /// promoted since writes on a new one, and may hand out again
+    /// transaction ids the old primary had used without replicating them.
+    pub(super) timeline: Option<u32>,
 }
 
 /// A new connection and the server it is on.
@@ -88,7 +100,7 @@ pub(super) struct ServerState {
     pub(super) read_only: bool,
     pub(super) in_recovery: bool,
     /// The timeline of its WAL (none on a standby).
-    pub(super) timeline: Option<String>,
+    pub(super) timeline: Option<u32>,
 }
 
 impl ServerState {
@@ -101,11 +113,10 @@ impl ServerState {
             _ => None,
         });
         let column = |at: usize| row.and_then(|row| row.get(at)).unwrap_or_default();
-        let timeline = column(2);
         Ok(Self {
             read_only: column(0) == "on",
             in_recovery: column(1) == "true",
-            timeline: (!timeline.is_empty()).then(|| timeline.to_owned()),
+            timeline: timeline_of(column(2)),
         })
     }
 
@@ -132,6 +143,12 @@ impl ServerState {
     }
 }
 
+/// The timeline in the first 8 hex digits of a WAL file's name
+/// (`000000020000000000000003`: 2); `None` when empty or unreadable.
+fn timeline_of(hex: &str) -> Option<u32> {
+    u32::from_str_radix(hex, 16).ok()
+}
+
 /// Why no host gave a connection: every host and what it answered.
 #[derive(Debug)]
 pub struct NoHost {
@@ -141,11 +158,14 @@ pub struct NoHost {
 
 impl fmt::Display for NoHost {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "no host of the database URL gave a {} session: ",
-            self.attrs.name()
-        )?;
+        match self.attrs {
+            SessionAttrs::Any => f.write_str("no host of the database URL gave a session: ")?,
+            attrs => write!(
+                f,
+                "no host of the database URL gave a {} session: ",
+                attrs.name()
+            )?,
+        }
         for (at, (host, why)) in self.tried.iter().enumerate() {
             let separator = if at == 0 { "" } else { "; " };
             write!(f, "{separator}{host}: {why}")?;
@@ -155,6 +175,17 @@ impl fmt::Display for NoHost {
 }
 
 impl std::error::Error for NoHost {}
+
+/// What became of one host's attempt, as the selection judges it.
+enum Verdict {
+    /// The connection is kept.
+    Keep,
+    /// `prefer-standby` found a server that is no standby: kept aside,
+    /// used if no standby answers.
+    Fallback,
+    /// Closed, for this reason.
+    Refuse(String),
+}
 
 impl Hosts {
     /// The servers of `url`, each new connection started with the server
@@ -196,56 +227,67 @@ impl Hosts {
         Some(self.current.load(Ordering::SeqCst)).filter(|host| *host != NONE)
     }
 
-    /// A new connection to the first host, starting with the current one,
-    /// whose server has the attribute; each host's attempt takes at most
-    /// its share of `wait` (the caller bounds the whole). One host with no
-    /// attribute is opened with no question asked, its error unchanged.
+    /// A new connection, to the first host (starting with the current one)
+    /// whose server has the attribute, the hosts sharing `wait` as the
+    /// module says; nothing here outlasts `wait`. One host with no
+    /// attribute is opened with no question asked.
     ///
     /// # Errors
-    /// The one host's error; with several, [`NoHost`] naming what each
-    /// said, or the last host's error when every host refused for good (a
-    /// wrong password everywhere, say), so that is seen as permanent.
+    /// With one host, its own error (or [`OpenError::TimedOut`] when it
+    /// did not answer), or [`NoHost`] when it was refused. With several,
+    /// [`NoHost`] naming what each did, or the last host's error when
+    /// every host refused for good (a wrong password everywhere, say), so
+    /// that is seen as permanent.
     pub(super) async fn connect(&self, wait: Duration) -> Result<Opened, OpenError> {
-        if !self.asks() {
-            let link = link::open(&self.targets[0], &self.config).await?;
-            self.settle_on(0);
-            return Ok(Opened {
-                link,
-                server: Server {
-                    host: 0,
-                    timeline: None,
-                },
-            });
-        }
-        let share = match self.targets.len() {
-            1 => wait,
-            hosts => (wait / hosts as u32).max(LEAST_ATTEMPT),
-        };
-        let mut tried = Vec::new();
-        let mut permanent = None;
+        let started = Instant::now();
+        let deadline = started + wait;
+        let order = self.order();
+        let stagger = stagger(wait, order.len());
+        // Per position in `order`: when its attempt started, what it did.
+        let mut began: Vec<Option<Instant>> = vec![None; order.len()];
+        let mut said: Vec<Option<String>> = vec![None; order.len()];
+        let mut last_error = None;
         let mut all_permanent = true;
-        // `prefer-standby`: the first writable server is kept aside, used
-        // if no standby answers.
         let mut fallback: Option<Opened> = None;
-        for host in self.order() {
-            let label = self.label(host).to_owned();
-            match tokio::time::timeout(share, self.attempt(host)).await {
-                Ok(Ok((link, state))) if state.fits(self.attrs) => {
-                    if let Some(fallback) = fallback.take() {
-                        fallback.link.close(share).await;
+        let mut attempts = FuturesUnordered::new();
+        let mut next = 0;
+        let mut next_at = started;
+        loop {
+            // The next host starts once every attempt before it has said
+            // no, or the last one started has had its head start.
+            while next < order.len() && (attempts.is_empty() || Instant::now() >= next_at) {
+                let (position, host) = (next, order[next]);
+                began[position] = Some(Instant::now());
+                attempts.push(async move { (position, self.attempt(host).await) });
+                next += 1;
+                next_at = Instant::now() + stagger;
+            }
+            let wake = if next < order.len() {
+                next_at.min(deadline)
+            } else {
+                deadline
+            };
+            let (position, result) = match tokio::time::timeout_at(wake, attempts.next()).await {
+                Ok(Some(answered)) => answered,
+                Ok(None) => break,
+                Err(_) if Instant::now() >= deadline => break,
+                Err(_) => continue,
+            };
+            let host = order[position];
+            match result {
+                Ok((link, state)) => match self.judge(host, &state) {
+                    Verdict::Keep => {
+                        if let Some(fallback) = fallback.take() {
+                            tokio::spawn(fallback.link.close(GOODBYE));
+                        }
+                        return Ok(self.keep(host, link, &state));
                     }
-                    self.settle_on(host);
-                    return Ok(Opened {
-                        link,
-                        server: Server {
-                            host,
-                            timeline: state.timeline,
-                        },
-                    });
-                }
-                Ok(Ok((link, state))) => {
-                    all_permanent = false;
-                    if self.attrs == SessionAttrs::PreferStandby && fallback.is_none() {
+                    Verdict::Fallback if fallback.is_none() => {
+                        all_permanent = false;
+                        said[position] = Some(format!(
+                            "{}, kept in case no standby answers",
+                            state.refusal()
+                        ));
                         fallback = Some(Opened {
                             link,
                             server: Server {
@@ -253,36 +295,73 @@ impl Hosts {
                                 timeline: state.timeline,
                             },
                         });
-                        continue;
                     }
-                    metrics::counter!(READ_ONLY_REFUSALS).increment(1);
-                    tracing::debug!(host = %label, server = state.refusal(), attrs = self.attrs.name(),
-                        "a new database connection was refused for its server");
-                    tried.push((label, state.refusal().to_owned()));
-                    link.close(share).await;
-                }
-                Ok(Err(error)) => {
+                    Verdict::Fallback => {
+                        all_permanent = false;
+                        said[position] = Some(state.refusal().to_owned());
+                        tokio::spawn(link.close(GOODBYE));
+                    }
+                    Verdict::Refuse(why) => {
+                        all_permanent = false;
+                        said[position] = Some(why);
+                        tokio::spawn(link.close(GOODBYE));
+                    }
+                },
+                Err(error) => {
                     all_permanent &= error.is_permanent();
-                    tried.push((label, crate::report::ErrorChain(&error).to_string()));
-                    permanent = Some(error);
-                }
-                Err(_) => {
-                    all_permanent = false;
-                    tried.push((label, format!("no answer within {} ms", share.as_millis())));
+                    said[position] = Some(crate::report::ErrorChain(&error).to_string());
+                    last_error = Some(error);
                 }
             }
+            // A host that said no: the next one need not wait its turn.
+            next_at = Instant::now();
         }
+        drop(attempts);
         if let Some(fallback) = fallback {
             self.settle_on(fallback.server.host);
             return Ok(fallback);
         }
-        match permanent {
-            Some(error) if all_permanent => Err(error),
-            _ => Err(OpenError::NoHost(NoHost {
-                attrs: self.attrs,
-                tried,
-            })),
+        let unanswered = said.iter().any(Option::is_none);
+        if self.targets.len() == 1 {
+            return match (last_error, unanswered) {
+                (Some(error), _) => Err(error),
+                (None, true) => Err(OpenError::TimedOut(wait)),
+                (None, false) => Err(self.no_host(&order, &began, said, deadline)),
+            };
         }
+        match last_error {
+            Some(error) if all_permanent && !unanswered => Err(error),
+            _ => Err(self.no_host(&order, &began, said, deadline)),
+        }
+    }
+
+    /// The failure naming every host in the order tried, and what each did.
+    fn no_host(
+        &self,
+        order: &[usize],
+        began: &[Option<Instant>],
+        said: Vec<Option<String>>,
+        deadline: Instant,
+    ) -> OpenError {
+        let tried = order
+            .iter()
+            .zip(began)
+            .zip(said)
+            .map(|((host, began), said)| {
+                let why = said.unwrap_or_else(|| match began {
+                    Some(began) => format!(
+                        "no answer within {} ms",
+                        deadline.saturating_duration_since(*began).as_millis()
+                    ),
+                    None => "not tried: no time left".to_owned(),
+                });
+                (self.label(*host).to_owned(), why)
+            })
+            .collect();
+        OpenError::NoHost(NoHost {
+            attrs: self.attrs,
+            tried,
+        })
     }
 
     /// Every host once: the current one first, then the others as listed.
@@ -294,13 +373,47 @@ impl Hosts {
             .collect()
     }
 
-    /// Opens a connection to `host` and asks its server what it is.
+    /// Opens a connection to `host` and asks its server what it is (one
+    /// host with no attribute: asks nothing, and any server fits).
     async fn attempt(&self, host: usize) -> Result<(Link, ServerState), OpenError> {
         let link = link::open(&self.targets[host], &self.config).await?;
+        if !self.asks() {
+            let unasked = ServerState {
+                read_only: false,
+                in_recovery: false,
+                timeline: None,
+            };
+            return Ok((link, unasked));
+        }
         match ServerState::read(&link).await {
             Ok(state) => Ok((link, state)),
             Err(error) => Err(OpenError::Driver(error)),
         }
+    }
+
+    /// Whether a connection to `host`, whose server said `state`, is kept:
+    /// the attribute decides.
+    fn judge(&self, host: usize, state: &ServerState) -> Verdict {
+        if state.fits(self.attrs) {
+            return Verdict::Keep;
+        }
+        if self.attrs == SessionAttrs::PreferStandby {
+            return Verdict::Fallback;
+        }
+        metrics::counter!(READ_ONLY_REFUSALS).increment(1);
+        tracing::debug!(host = %self.label(host), server = state.refusal(), attrs = self.attrs.name(),
+            "a new database connection was refused for its server");
+        Verdict::Refuse(state.refusal().to_owned())
+    }
+
+    /// The connection to `host` is kept, and new connections go to `host`.
+    fn keep(&self, host: usize, link: Link, state: &ServerState) -> Opened {
+        let server = Server {
+            host,
+            timeline: state.timeline.filter(|_| !state.in_recovery),
+        };
+        self.settle_on(host);
+        Opened { link, server }
     }
 
     /// New connections now go to `host`: a failover when they went to
@@ -315,6 +428,16 @@ impl Hosts {
                 "database connections now go to another host"
             );
         }
+    }
+}
+
+/// The head start of each host's attempt over the next one's, with `hosts`
+/// sharing `wait`: [`HEAD_START`], less when so many hosts share the wait
+/// that the last would otherwise start after half of it.
+fn stagger(wait: Duration, hosts: usize) -> Duration {
+    match u32::try_from(hosts.saturating_sub(1)) {
+        Ok(0) | Err(_) => wait,
+        Ok(others) => HEAD_START.min(wait / 2 / others),
     }
 }
 
@@ -387,6 +510,135 @@ mod tests {
         assert!(!one.asks());
         assert!(attribute.asks() && !attribute.several());
         assert!(two.asks() && two.several());
+    }
+
+    #[test]
+    fn timelines_are_read_as_hex_numbers() {
+        assert_eq!(timeline_of("00000001"), Some(1));
+        assert_eq!(timeline_of("0000000A"), Some(10));
+        assert_eq!(timeline_of("00000010"), Some(16));
+        assert_eq!(timeline_of(""), None);
+    }
+
+    #[test]
+    fn every_host_starts_within_the_first_half_of_the_wait() {
+        let second = Duration::from_secs(1);
+        assert_eq!(stagger(second, 1), second);
+        assert_eq!(stagger(second, 2), HEAD_START);
+        assert_eq!(stagger(3 * second, 15), Duration::from_nanos(107_142_857));
+        for hosts in 2..40 {
+            assert!(stagger(second, hosts) * (hosts as u32 - 1) <= second / 2);
+        }
+    }
+
+    /// Loopback sockets that listen and never accept: the kernel completes
+    /// each TCP handshake, and the startup message is never answered.
+    fn hanging(count: usize) -> Vec<std::net::TcpListener> {
+        (0..count)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port"))
+            .collect()
+    }
+
+    fn port_of(listener: &std::net::TcpListener) -> u16 {
+        listener.local_addr().expect("bound").port()
+    }
+
+    /// A URL of the test server's `postgres` database on `hosts`.
+    fn test_url(hosts: &[String]) -> String {
+        let config: tokio_postgres::Config = items_testkit::postgres::test_database_url()
+            .parse()
+            .expect("a valid test URL");
+        let user = config.get_user().unwrap_or("postgres");
+        format!("postgres://{user}@{}/postgres", hosts.join(","))
+    }
+
+    #[tokio::test]
+    async fn a_good_host_after_fourteen_that_hang_is_reached_within_half_the_wait_c12() {
+        let good = items_testkit::postgres::test_server_address().await;
+        let listeners = hanging(14);
+        let mut listed: Vec<String> = listeners
+            .iter()
+            .map(|listener| format!("127.0.0.1:{}", port_of(listener)))
+            .collect();
+        listed.push(good.to_string());
+        let hosts = hosts(&test_url(&listed));
+        let wait = Duration::from_secs(3);
+
+        let started = Instant::now();
+        let opened = hosts.connect(wait).await.expect("the 15th host is reached");
+        let took = started.elapsed();
+
+        assert_eq!(opened.server.host, 14);
+        assert_eq!(hosts.current(), Some(14));
+        // The 15th starts after 14 head starts of 3 s / 2 / 14 each.
+        assert!(
+            took >= Duration::from_millis(1400) && took < Duration::from_millis(2500),
+            "{took:?}"
+        );
+        // Settled on it, the next connection goes there first, at once.
+        let started = Instant::now();
+        let again = hosts.connect(wait).await.expect("the current host first");
+        assert_eq!(again.server.host, 14);
+        assert!(started.elapsed() < Duration::from_millis(1000));
+        drop(listeners);
+    }
+
+    #[tokio::test]
+    async fn hosts_that_refuse_hand_over_to_the_next_at_once() {
+        let good = items_testkit::postgres::test_server_address().await;
+        // Ports bound and let go: nothing listens, each refuses at once.
+        let mut listed: Vec<String> = hanging(30)
+            .iter()
+            .map(|listener| format!("127.0.0.1:{}", port_of(listener)))
+            .collect();
+        listed.push(good.to_string());
+        let hosts = hosts(&test_url(&listed));
+
+        let started = Instant::now();
+        let opened = hosts
+            .connect(Duration::from_secs(3))
+            .await
+            .expect("the last host is reached");
+
+        assert_eq!(opened.server.host, 30);
+        // Waiting out each head start (3 s / 2 / 30 = 50 ms) would take 1.5 s.
+        assert!(started.elapsed() < Duration::from_millis(1000));
+    }
+
+    #[tokio::test]
+    async fn when_every_host_hangs_the_failure_names_each_within_the_wait_c12() {
+        let listeners = hanging(15);
+        let listed: Vec<String> = listeners
+            .iter()
+            .map(|listener| format!("127.0.0.1:{}", port_of(listener)))
+            .collect();
+        let hosts = hosts(&format!(
+            "{}?target_session_attrs=read-write",
+            test_url(&listed)
+        ));
+        let wait = Duration::from_millis(1000);
+
+        let started = Instant::now();
+        let error = hosts.connect(wait).await.expect_err("no host answers");
+        let took = started.elapsed();
+
+        let text = error.to_string();
+        assert!(
+            text.starts_with("no host of the database URL gave a read-write session: "),
+            "{text}"
+        );
+        for host in &listed {
+            assert!(
+                text.contains(&format!("{host}: no answer within ")),
+                "{host}: {text}"
+            );
+        }
+        assert_eq!(text.matches("no answer within").count(), 15, "{text}");
+        assert!(
+            took >= wait && took < wait + Duration::from_millis(500),
+            "{took:?}"
+        );
+        drop(listeners);
     }
 
     #[test]

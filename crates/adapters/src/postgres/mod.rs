@@ -145,10 +145,8 @@ impl PostgresStore {
         let started = tokio::time::Instant::now();
         let mut pause = Duration::from_millis(100);
         let first = loop {
-            let attempt = tokio::time::timeout(ACQUIRE_TIMEOUT, hosts.connect(ACQUIRE_TIMEOUT))
-                .await
-                .unwrap_or(Err(OpenError::TimedOut(ACQUIRE_TIMEOUT)));
-            match attempt {
+            // Bounded by the selection itself, whose failure names each host.
+            match hosts.connect(ACQUIRE_TIMEOUT).await {
                 Ok(opened) => break opened,
                 Err(source) if source.is_permanent() => return Err(ConnectError::Refused(source)),
                 Err(source) if started.elapsed() >= patience => {
