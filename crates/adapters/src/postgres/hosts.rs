@@ -3,20 +3,28 @@
 //! pool's, the fate lookup's, the first one at start, a copy's).
 //!
 //! Invariants:
-//! - one host and no `target_session_attrs`: a connection is opened exactly
-//!   as before hosts could be listed, with no round trip of its own;
-//! - otherwise each new connection asks its server, in one round trip at
-//!   connect time, whether its sessions may write, whether it is in
-//!   recovery and which timeline it writes on ([`ServerState`]), and is
-//!   kept only if the server has the attribute the URL asks for
-//!   ([`SessionAttrs`]); one that does not is closed and counted
-//!   ([`READ_ONLY_REFUSALS`]);
+//! - each new connection asks its server, in one round trip at connect
+//!   time, whether its sessions may write, whether it is in recovery and
+//!   which timeline it writes on ([`ServerState`]), and is kept only if
+//!   the server has the attribute the URL asks for ([`SessionAttrs`]); one
+//!   that does not is closed and counted ([`READ_ONLY_REFUSALS`]). With
+//!   one host and no attribute the question is asked too (a name that a
+//!   failover manager moves can land on an old primary); a server that
+//!   cannot answer it is then kept as before, unfenced;
+//! - fencing: once a connection was kept on a primary of timeline `t`, no
+//!   connection is kept on a primary of a timeline older than `t` (an old
+//!   primary started again beside the promoted one: writing there would
+//!   split the data). Such a host is refused like a read-only one, logged
+//!   at ERROR when it becomes fenced, counted ([`FENCED_REFUSALS`],
+//!   [`FENCED_HOSTS`]), tried last, and no longer fenced once it answers
+//!   as a standby or on a timeline as new (rejoined, promoted again).
+//!   Timelines only grow along one history, so the newest one written on
+//!   is the primary's;
 //! - hosts are tried starting with the host the last connection went to,
-//!   then the others in the listed order: a store that failed over stays
-//!   on the new primary, never sending new connections back to an old one
-//!   that came back writable beside it (two primaries would each take
-//!   writes), and a first host that swallows packets costs each new
-//!   connection nothing once another host took over;
+//!   then the others in the listed order, fenced ones last: a store that
+//!   failed over stays on the new primary, and a first host that swallows
+//!   packets costs each new connection nothing once another host took
+//!   over;
 //! - the hosts share the wait: each next host's attempt starts when the
 //!   ones before it have all said no, or when the last one started has had
 //!   its head start ([`stagger`]) without an answer, the attempts then
@@ -28,7 +36,8 @@
 //!   counted ([`FAILOVERS`]).
 
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -46,6 +55,11 @@ pub const FAILOVERS: &str = "database_failovers_total";
 /// Connections refused because their server did not have the attribute
 /// `target_session_attrs` asks for (with `read-write`: it was read-only).
 pub const READ_ONLY_REFUSALS: &str = "database_read_only_refusals_total";
+/// Connections refused because their server was a primary on a timeline
+/// older than one this instance wrote on (fenced).
+pub const FENCED_REFUSALS: &str = "database_fenced_hosts_total";
+/// Hosts fenced now: last seen as a primary on an older timeline.
+pub const FENCED_HOSTS: &str = "database_fenced_hosts";
 
 /// No host yet.
 const NONE: usize = usize::MAX;
@@ -64,7 +78,8 @@ const STATE: &str = "select current_setting('transaction_read_only'), \
      else substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) end";
 
 /// The servers of one `DATABASE_URL`, the driver's settings for each new
-/// connection, and the attribute a connection's server must have.
+/// connection, the attribute a connection's server must have, and what
+/// fencing knows.
 #[derive(Debug)]
 pub(super) struct Hosts {
     targets: Vec<Target>,
@@ -72,6 +87,14 @@ pub(super) struct Hosts {
     attrs: SessionAttrs,
     /// The host the last connection went to ([`NONE`] before the first).
     current: AtomicUsize,
+    /// The newest timeline of a primary a connection was kept on (0: none
+    /// yet; PostgreSQL's first timeline is 1).
+    written: AtomicU32,
+    /// Per host, the timeline it was fenced on, while it is fenced.
+    fenced: Mutex<Vec<Option<u32>>>,
+    /// A server could not say what it is (one host, no attribute), and
+    /// that was logged: once is enough.
+    told_unknown: AtomicBool,
 }
 
 /// Which server a connection is on, for telling whether a later answer
@@ -81,9 +104,9 @@ pub(super) struct Server {
     /// Its index in the host list.
     pub(super) host: usize,
     /// The timeline it wrote on when the connection was opened (`None` on
-    /// a standby, or when not asked: one host, no attribute). A standby
-    /// promoted since writes on a new one, and may hand out again
-    /// transaction ids the old primary had used without replicating them.
+    /// a standby, or a server that could not say). A standby promoted
+    /// since writes on a new one, and may hand out again transaction ids
+    /// the old primary had used without replicating them.
     pub(super) timeline: Option<u32>,
 }
 
@@ -141,6 +164,14 @@ impl ServerState {
             (false, false) => "writable",
         }
     }
+
+    /// The timeline this primary writes on, if it is older than `written`
+    /// (the newest this instance wrote on): then it is fenced. A standby
+    /// is never fenced; it writes nothing.
+    fn fenced_under(&self, written: u32) -> Option<u32> {
+        self.timeline
+            .filter(|timeline| !self.in_recovery && *timeline < written)
+    }
 }
 
 /// The timeline in the first 8 hex digits of a WAL file's name
@@ -191,16 +222,21 @@ impl Hosts {
     /// The servers of `url`, each new connection started with the server
     /// settings `options` (`-c name=value …`) beside the URL's own.
     pub(super) fn new(url: &PostgresUrl, options: &str) -> Self {
+        let targets = url.targets().to_vec();
         Self {
-            targets: url.targets().to_vec(),
+            fenced: Mutex::new(vec![None; targets.len()]),
+            targets,
             config: url.config_with(options),
             attrs: url.attrs(),
             current: AtomicUsize::new(NONE),
+            written: AtomicU32::new(0),
+            told_unknown: AtomicBool::new(false),
         }
     }
 
-    /// Whether a new connection asks its server what it is: several hosts,
-    /// or an attribute to check.
+    /// Whether the URL names what a server must be: several hosts, or an
+    /// attribute to check. Otherwise a server that cannot say what it is
+    /// is still used, as it was before hosts could be listed.
     pub(super) fn asks(&self) -> bool {
         self.targets.len() > 1 || self.attrs != SessionAttrs::Any
     }
@@ -227,10 +263,24 @@ impl Hosts {
         Some(self.current.load(Ordering::SeqCst)).filter(|host| *host != NONE)
     }
 
+    /// The timeline of a server that said `state`, if it is a primary on a
+    /// timeline older than one written on: fenced.
+    pub(super) fn fenced_on(&self, state: &ServerState) -> Option<u32> {
+        state.fenced_under(self.written.load(Ordering::SeqCst))
+    }
+
+    /// Whether a connection opened on `server` is behind the timeline
+    /// written on since (a pooled connection to an old primary): it must
+    /// not write, and is closed.
+    pub(super) fn is_behind(&self, server: &Server) -> bool {
+        server
+            .timeline
+            .is_some_and(|timeline| timeline < self.written.load(Ordering::SeqCst))
+    }
+
     /// A new connection, to the first host (starting with the current one)
-    /// whose server has the attribute, the hosts sharing `wait` as the
-    /// module says; nothing here outlasts `wait`. One host with no
-    /// attribute is opened with no question asked.
+    /// whose server has the attribute and is not fenced, the hosts sharing
+    /// `wait` as the module says; nothing here outlasts `wait`.
     ///
     /// # Errors
     /// With one host, its own error (or [`OpenError::TimedOut`] when it
@@ -318,7 +368,9 @@ impl Hosts {
         }
         drop(attempts);
         if let Some(fallback) = fallback {
-            self.settle_on(fallback.server.host);
+            let host = fallback.server.host;
+            self.raise(&fallback.server);
+            self.settle_on(host);
             return Ok(fallback);
         }
         let unanswered = said.iter().any(Option::is_none);
@@ -364,36 +416,59 @@ impl Hosts {
         })
     }
 
-    /// Every host once: the current one first, then the others as listed.
+    /// Every host once: the current one first, then the others as listed,
+    /// the fenced ones last (in the same order among themselves).
     fn order(&self) -> Vec<usize> {
         let hosts = self.targets.len();
         let first = self.current().filter(|host| *host < hosts).unwrap_or(0);
-        std::iter::once(first)
+        let mut order: Vec<usize> = std::iter::once(first)
             .chain((0..hosts).filter(|host| *host != first))
-            .collect()
+            .collect();
+        let fenced = self.fenced_now();
+        order.sort_by_key(|host| fenced.get(*host).is_some_and(Option::is_some));
+        order
     }
 
-    /// Opens a connection to `host` and asks its server what it is (one
-    /// host with no attribute: asks nothing, and any server fits).
+    /// Opens a connection to `host` and asks its server what it is.
     async fn attempt(&self, host: usize) -> Result<(Link, ServerState), OpenError> {
         let link = link::open(&self.targets[host], &self.config).await?;
-        if !self.asks() {
-            let unasked = ServerState {
-                read_only: false,
-                in_recovery: false,
-                timeline: None,
-            };
-            return Ok((link, unasked));
-        }
         match ServerState::read(&link).await {
             Ok(state) => Ok((link, state)),
+            // A server that cannot say (a wire-compatible one without
+            // `pg_walfile_name`, say) was used before it was asked: with
+            // one host and no attribute it still is, unfenced.
+            Err(error) if !self.asks() && error.as_db_error().is_some() => {
+                if !self.told_unknown.swap(true, Ordering::SeqCst) {
+                    tracing::warn!(host = %self.label(host), error = %crate::report::ErrorChain(&error),
+                        "the database server cannot say its timeline; it is used unfenced");
+                }
+                Ok((
+                    link,
+                    ServerState {
+                        read_only: false,
+                        in_recovery: false,
+                        timeline: None,
+                    },
+                ))
+            }
             Err(error) => Err(OpenError::Driver(error)),
         }
     }
 
     /// Whether a connection to `host`, whose server said `state`, is kept:
-    /// the attribute decides.
+    /// a fenced primary is refused first (and counted), then the attribute
+    /// decides. A host that answers unfenced is no longer fenced.
     fn judge(&self, host: usize, state: &ServerState) -> Verdict {
+        if let Some(timeline) = self.fenced_on(state) {
+            metrics::counter!(FENCED_REFUSALS).increment(1);
+            self.fence(host, timeline);
+            return Verdict::Refuse(format!(
+                "fenced: a primary on timeline {timeline}, older than timeline {} this \
+                 instance wrote on",
+                self.written.load(Ordering::SeqCst)
+            ));
+        }
+        self.unfence(host, state);
         if state.fits(self.attrs) {
             return Verdict::Keep;
         }
@@ -406,14 +481,125 @@ impl Hosts {
         Verdict::Refuse(state.refusal().to_owned())
     }
 
-    /// The connection to `host` is kept, and new connections go to `host`.
+    /// The connection to `host` is kept: its primary's timeline is now one
+    /// written on, and new connections go to `host`.
     fn keep(&self, host: usize, link: Link, state: &ServerState) -> Opened {
         let server = Server {
             host,
             timeline: state.timeline.filter(|_| !state.in_recovery),
         };
+        self.raise(&server);
         self.settle_on(host);
         Opened { link, server }
+    }
+
+    /// A connection on `server` may write: its timeline is the newest
+    /// written on, if it is newer.
+    fn raise(&self, server: &Server) {
+        if let Some(timeline) = server.timeline {
+            self.written.fetch_max(timeline, Ordering::SeqCst);
+        }
+    }
+
+    /// New connections go to `server`'s host, and its timeline is one
+    /// written on: for a store whose pool takes over from the connection
+    /// that migrated (`mod.rs`).
+    pub(super) fn adopt(&self, server: &Server) {
+        self.raise(server);
+        self.settle_on(server.host);
+    }
+
+    /// Marks `host` fenced, found a primary on `timeline`: logged at ERROR
+    /// when it was not fenced on that timeline already.
+    pub(super) fn fence(&self, host: usize, timeline: u32) {
+        let mut fenced = self.fenced.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(slot) = fenced.get_mut(host) else {
+            return;
+        };
+        if slot.replace(timeline) != Some(timeline) {
+            tracing::error!(
+                host = %self.label(host),
+                timeline,
+                written = self.written.load(Ordering::SeqCst),
+                "a database host is fenced: it is a primary on timeline {timeline}, older than \
+                 timeline {} this instance wrote on (an old primary started again beside the \
+                 promoted one?); no write goes to it. Rejoin it as a standby (pg_rewind or a new \
+                 base backup)",
+                self.written.load(Ordering::SeqCst)
+            );
+        }
+    }
+
+    /// `host` answered as `state`, not fenced: if it was, it is no longer.
+    fn unfence(&self, host: usize, state: &ServerState) {
+        let mut fenced = self.fenced.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(timeline) = fenced.get_mut(host).and_then(Option::take) {
+            tracing::warn!(
+                host = %self.label(host),
+                was = timeline,
+                now = %if state.in_recovery { "a standby" } else { "a primary on a timeline as new" },
+                "a fenced database host is no longer fenced"
+            );
+        }
+    }
+
+    /// Per host, the timeline it is fenced on, if it is.
+    fn fenced_now(&self) -> Vec<Option<u32>> {
+        self.fenced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The fenced hosts, named with their timeline and the one written on
+    /// (`/readyz`); `None` when no host is fenced.
+    pub(super) fn fenced_report(&self) -> Option<String> {
+        let written = self.written.load(Ordering::SeqCst);
+        let fenced: Vec<String> = self
+            .fenced_now()
+            .iter()
+            .enumerate()
+            .filter_map(|(host, timeline)| {
+                timeline.map(|timeline| {
+                    format!(
+                        "{} (a primary on timeline {timeline}, older than timeline {written} \
+                         written on)",
+                        self.label(host)
+                    )
+                })
+            })
+            .collect();
+        (!fenced.is_empty()).then(|| format!("fenced: {}", fenced.join(", ")))
+    }
+
+    /// How many hosts are fenced now.
+    pub(super) fn fenced_count(&self) -> usize {
+        self.fenced_now()
+            .iter()
+            .filter(|slot| slot.is_some())
+            .count()
+    }
+
+    /// Asks each fenced host again what it is, within `wait`, so that one
+    /// rejoined as a standby (or promoted again, on a newer timeline) is no
+    /// longer reported fenced; nothing is kept, no host settled on.
+    pub(super) async fn recheck_fenced(&self, wait: Duration) {
+        let fenced: Vec<usize> = self
+            .fenced_now()
+            .iter()
+            .enumerate()
+            .filter_map(|(host, timeline)| timeline.map(|_| host))
+            .collect();
+        let checks = fenced.into_iter().map(|host| async move {
+            if let Ok(Ok((link, state))) = tokio::time::timeout(wait, self.attempt(host)).await {
+                match self.fenced_on(&state) {
+                    Some(timeline) => self.fence(host, timeline),
+                    None => self.unfence(host, &state),
+                }
+                tokio::spawn(link.close(GOODBYE));
+            }
+        });
+        futures_util::future::join_all(checks).await;
     }
 
     /// New connections now go to `host`: a failover when they went to
@@ -451,8 +637,18 @@ pub(super) fn describe_metrics() {
         READ_ONLY_REFUSALS,
         "New PostgreSQL connections closed because their server lacked the target_session_attrs of DATABASE_URL (read-write: the server was read-only, e.g. a standby)."
     );
+    metrics::describe_counter!(
+        FENCED_REFUSALS,
+        "New PostgreSQL connections closed because their server was a primary on a timeline older than one this instance wrote on (an old primary started again beside the promoted one): fenced, never written to."
+    );
+    metrics::describe_gauge!(
+        FENCED_HOSTS,
+        "PostgreSQL hosts fenced now: last seen as a primary on a timeline older than one this instance wrote on. Rejoin them as standbys."
+    );
     metrics::counter!(FAILOVERS).increment(0);
     metrics::counter!(READ_ONLY_REFUSALS).increment(0);
+    metrics::counter!(FENCED_REFUSALS).increment(0);
+    metrics::gauge!(FENCED_HOSTS).set(0.0);
 }
 
 #[cfg(test)]
@@ -468,6 +664,14 @@ mod tests {
             read_only,
             in_recovery,
             timeline: None,
+        }
+    }
+
+    fn primary_on(timeline: u32) -> ServerState {
+        ServerState {
+            read_only: false,
+            in_recovery: false,
+            timeline: Some(timeline),
         }
     }
 
@@ -502,7 +706,7 @@ mod tests {
     }
 
     #[test]
-    fn one_host_without_an_attribute_asks_nothing() {
+    fn one_host_without_an_attribute_asks_but_needs_no_answer() {
         let one = hosts("postgres://u@h:5432/db?sslmode=disable");
         let attribute = hosts("postgres://u@h:5432/db?target_session_attrs=read-write");
         let two = hosts("postgres://u@h:5432,g/db");
@@ -518,6 +722,56 @@ mod tests {
         assert_eq!(timeline_of("0000000A"), Some(10));
         assert_eq!(timeline_of("00000010"), Some(16));
         assert_eq!(timeline_of(""), None);
+        // Compared as numbers: timeline 10 is newer than 9.
+        assert!(primary_on(9).fenced_under(10).is_some());
+    }
+
+    #[test]
+    fn a_primary_on_an_older_timeline_than_one_written_on_is_fenced_c12() {
+        let hosts = hosts("postgres://a,b/db?target_session_attrs=read-write");
+        // Before any write, every primary is welcome.
+        assert!(matches!(hosts.judge(0, &primary_on(1)), Verdict::Keep));
+        hosts.raise(&Server {
+            host: 1,
+            timeline: Some(2),
+        });
+        hosts.settle_on(1);
+
+        let Verdict::Refuse(why) = hosts.judge(0, &primary_on(1)) else {
+            panic!("an old primary is refused");
+        };
+        assert_eq!(
+            why,
+            "fenced: a primary on timeline 1, older than timeline 2 this instance wrote on"
+        );
+        assert_eq!(hosts.fenced_count(), 1);
+        assert_eq!(
+            hosts.fenced_report().as_deref(),
+            Some("fenced: a:5432 (a primary on timeline 1, older than timeline 2 written on)")
+        );
+        // Fenced hosts are tried last, even when listed first.
+        hosts.settle_on(0);
+        assert_eq!(hosts.order(), [1, 0]);
+        // The same timeline, or a newer one (promoted twice), is kept.
+        assert!(matches!(hosts.judge(1, &primary_on(2)), Verdict::Keep));
+        assert!(matches!(hosts.judge(1, &primary_on(3)), Verdict::Keep));
+        assert!(hosts.is_behind(&Server {
+            host: 0,
+            timeline: Some(1)
+        }));
+        assert!(!hosts.is_behind(&Server {
+            host: 0,
+            timeline: None
+        }));
+
+        // Rejoined as a standby, it is no longer fenced (and, a standby,
+        // refused for writes as any standby is).
+        assert!(matches!(
+            hosts.judge(0, &state(true, true)),
+            Verdict::Refuse(why) if why == "a standby (read-only)"
+        ));
+        assert_eq!(hosts.fenced_count(), 0);
+        assert_eq!(hosts.fenced_report(), None);
     }
 
     #[test]
