@@ -68,13 +68,19 @@ impl Store {
     }
 
     /// What the readiness report adds to the store's `ok`: with a
-    /// PostgreSQL URL listing several hosts, the host writes go to.
+    /// PostgreSQL URL listing several hosts, the host writes go to, and the
+    /// hosts fenced meanwhile (C12).
     pub(crate) fn readiness_detail(&self) -> Option<(&'static str, Detail)> {
         match self {
             Self::Postgres(store) if store.writing_to().is_some() => {
                 let store = store.clone();
-                let detail: Detail =
-                    Arc::new(move || store.writing_to().map(|host| format!("writing to {host}")));
+                let detail: Detail = Arc::new(move || {
+                    let writing = store.writing_to().map(|host| format!("writing to {host}"));
+                    match (writing, store.fenced()) {
+                        (Some(writing), Some(fenced)) => Some(format!("{writing}; {fenced}")),
+                        (writing, fenced) => writing.or(fenced),
+                    }
+                });
                 Some(("database", detail))
             }
             _ => None,

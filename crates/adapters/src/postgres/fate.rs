@@ -35,6 +35,16 @@
 //!   committed, a 2xx for a write no standby has. (`statement_timeout`
 //!   never cuts that wait short: PostgreSQL turns it off before the commit
 //!   proper, and the service sends no cancel requests.)
+//! - Under synchronous replication (the lookup's session has
+//!   `synchronous_standby_names` set and `synchronous_commit` waiting for
+//!   it, as the transaction's session had: the same settings), `committed`
+//!   is not enough for a 2xx: a wait ended by anyone else (another
+//!   session's `pg_terminate_backend`, or our own termination racing the
+//!   backend into its wait) also leaves the transaction committed on the
+//!   primary alone, and whether a standby confirmed it cannot be learned.
+//!   It is [`RepositoryError::OutcomeUnknown`]; so is a commit answered
+//!   with a warning ([`unconfirmed`]: the wait cancelled), or whose lost
+//!   answer came after one.
 
 use std::fmt;
 use std::sync::Arc;
@@ -103,6 +113,8 @@ impl std::error::Error for LostAnswer {
 /// error.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum Fate {
+    #[error("PostgreSQL answered the commit with a warning, so no standby may have it: {warning}")]
+    Unconfirmed { warning: String },
     #[error("PostgreSQL says the transaction was rolled back")]
     RolledBack(#[source] LostAnswer),
     #[error("its fate could not be learned: {why}")]
@@ -113,14 +125,24 @@ pub(super) enum Fate {
     },
 }
 
-/// The answer for a write whose commit's answer was `lost`: `Ok` when
-/// `transaction` committed, else the error the request gets. `hosts` reach
-/// the server on a new connection (the lent one is not trusted again);
-/// `None`, or no `transaction`, leaves the fate unknown.
+/// The answer for a write whose commit was answered as a success with
+/// `warning`: PostgreSQL ended its wait for a synchronous standby (a
+/// cancel request), having committed on the primary alone. Never a 2xx.
+pub(super) fn unconfirmed(warning: String) -> RepositoryError {
+    RepositoryError::outcome_unknown(Fate::Unconfirmed { warning })
+}
+
+/// The answer for a write whose commit's answer was `lost` (after
+/// `warning`, if the server sent one meanwhile): `Ok` when `transaction`
+/// committed and no standby's confirmation was wanted or given up, else the
+/// error the request gets. `hosts` reach the server on a new connection
+/// (the lent one is not trusted again); `None`, or no `transaction`,
+/// leaves the fate unknown.
 pub(super) async fn learn(
     hosts: Option<Arc<Hosts>>,
     transaction: Option<Transaction>,
     lost: LostAnswer,
+    warning: Option<String>,
     within: Duration,
 ) -> Result<(), RepositoryError> {
     let (Some(hosts), Some(transaction)) = (hosts, transaction) else {
@@ -133,6 +155,13 @@ pub(super) async fn learn(
     )
     .await
     {
+        Ok(Ok(Status::Committed)) if warning.is_some() => Err(unknown(
+            &format!(
+                "it committed, after PostgreSQL warned: {}",
+                warning.unwrap_or_default()
+            ),
+            lost,
+        )),
         Ok(Ok(Status::Committed)) => {
             tracing::warn!(
                 cause = %lost,
@@ -145,6 +174,11 @@ pub(super) async fn learn(
         Ok(Ok(Status::Forgotten)) => Err(unknown("PostgreSQL no longer knows the id", lost)),
         Ok(Ok(Status::AwaitingStandby)) => Err(unknown(
             "it is committed on the primary, waiting for a synchronous standby to confirm it",
+            lost,
+        )),
+        Ok(Ok(Status::Unconfirmed)) => Err(unknown(
+            "it is committed on the primary; with synchronous replication set, whether a \
+             standby confirmed it cannot be learned",
             lost,
         )),
         Ok(Ok(Status::Elsewhere(server))) => Err(unknown(
@@ -175,6 +209,9 @@ enum Status {
     Forgotten,
     /// Committed locally, its backend waiting for a synchronous standby.
     AwaitingStandby,
+    /// Committed, its wait for a synchronous standby over: confirmed, or
+    /// ended by someone (there is no telling which).
+    Unconfirmed,
     /// The lookup reached another server, or the same host on another
     /// timeline, named here: its answer would not be about this transaction.
     Elsewhere(String),
@@ -183,9 +220,27 @@ enum Status {
 /// How often a transaction whose backend was told to end is asked about.
 const SETTLE_POLL: Duration = Duration::from_millis(10);
 
-/// The status of a transaction, and what its backend waits for.
+/// The status of a transaction, what its backend waits for, and whether
+/// a commit waits for a synchronous standby (in this session, whose
+/// settings are the transaction's session's: the same URL and options).
 const STATUS: &str = "select pg_xact_status($1::text::xid8), \
-     (select wait_event from pg_stat_activity where pid = $2)";
+     (select wait_event from pg_stat_activity where pid = $2), \
+     current_setting('synchronous_standby_names') <> '' \
+     and current_setting('synchronous_commit') not in ('off', 'local')";
+
+/// What the store's answer ([`STATUS`]) says of the transaction: its
+/// status once it has settled, `None` while it is still in progress and
+/// not waiting for a standby (its backend is then terminated).
+fn status_of(status: Option<&str>, waiting: Option<&str>, synchronous: bool) -> Option<Status> {
+    match status {
+        Some("committed") if synchronous => Some(Status::Unconfirmed),
+        Some("committed") => Some(Status::Committed),
+        Some("aborted") => Some(Status::Aborted),
+        None => Some(Status::Forgotten),
+        Some(_in_progress) if waiting == Some("SyncRep") => Some(Status::AwaitingStandby),
+        Some(_in_progress) => None,
+    }
+}
 
 /// The transaction's status, once it has settled: one still in progress has
 /// its backend terminated (its connection is gone from the service's side,
@@ -206,7 +261,9 @@ async fn settled_status(
         .is_some_and(|ran_on| *ran_on != server)
     {
         link.close(within).await;
-        let timeline = server.timeline.as_deref().unwrap_or("none");
+        let timeline = server
+            .timeline
+            .map_or_else(|| "none".to_owned(), |timeline| timeline.to_string());
         return Ok(Status::Elsewhere(format!(
             "{} (timeline {timeline})",
             hosts.label(server.host)
@@ -219,14 +276,10 @@ async fn settled_status(
             .await?;
         let status: Option<String> = row.try_get(0)?;
         let waiting: Option<String> = row.try_get(1)?;
-        match status.as_deref() {
-            Some("committed") => break Status::Committed,
-            Some("aborted") => break Status::Aborted,
-            None => break Status::Forgotten,
-            Some(_in_progress) if waiting.as_deref() == Some("SyncRep") => {
-                break Status::AwaitingStandby;
-            }
-            Some(_in_progress) => {
+        let synchronous: bool = row.try_get(2)?;
+        match status_of(status.as_deref(), waiting.as_deref(), synchronous) {
+            Some(status) => break status,
+            None => {
                 if !terminated {
                     link.execute("select pg_terminate_backend($1)", &[&transaction.backend])
                         .await?;
@@ -263,6 +316,39 @@ mod tests {
     fn the_grace_is_the_budget_up_to_a_second() {
         assert_eq!(grace(Duration::from_millis(50)), Duration::from_millis(50));
         assert_eq!(grace(Duration::from_secs(5)), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn under_synchronous_replication_committed_is_not_enough_c12() {
+        let cases = [
+            ((Some("committed"), None, false), Some(Status::Committed)),
+            ((Some("committed"), None, true), Some(Status::Unconfirmed)),
+            ((Some("aborted"), None, true), Some(Status::Aborted)),
+            ((None, None, true), Some(Status::Forgotten)),
+            (
+                (Some("in progress"), Some("SyncRep"), true),
+                Some(Status::AwaitingStandby),
+            ),
+            ((Some("in progress"), Some("ClientRead"), true), None),
+            ((Some("in progress"), None, false), None),
+        ];
+        for ((status, waiting, synchronous), expected) in cases {
+            assert_eq!(
+                status_of(status, waiting, synchronous),
+                expected,
+                "{status:?} {waiting:?} {synchronous}"
+            );
+        }
+        let warned = unconfirmed(
+            "canceling wait for synchronous replication due to user request".to_owned(),
+        );
+        assert!(warned.is_outcome_unknown());
+        assert_eq!(
+            crate::report::ErrorChain(&warned).to_string(),
+            "the repository could not tell whether the write was applied: PostgreSQL answered \
+             the commit with a warning, so no standby may have it: canceling wait for \
+             synchronous replication due to user request"
+        );
     }
 
     #[test]

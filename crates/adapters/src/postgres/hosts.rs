@@ -3,29 +3,46 @@
 //! pool's, the fate lookup's, the first one at start, a copy's).
 //!
 //! Invariants:
-//! - one host and no `target_session_attrs`: a connection is opened exactly
-//!   as before hosts could be listed, with no round trip of its own;
-//! - otherwise each new connection asks its server, in one round trip at
-//!   connect time, whether its sessions may write, whether it is in
-//!   recovery and which timeline it writes on ([`ServerState`]), and is
-//!   kept only if the server has the attribute the URL asks for
-//!   ([`SessionAttrs`]); one that does not is closed and counted
-//!   ([`READ_ONLY_REFUSALS`]);
+//! - each new connection asks its server, in one round trip at connect
+//!   time, whether its sessions may write, whether it is in recovery and
+//!   which timeline it writes on ([`ServerState`]), and is kept only if
+//!   the server has the attribute the URL asks for ([`SessionAttrs`]); one
+//!   that does not is closed and counted ([`READ_ONLY_REFUSALS`]). With
+//!   one host and no attribute the question is asked too (a name that a
+//!   failover manager moves can land on an old primary); a server that
+//!   cannot answer it is then kept as before, unfenced;
+//! - fencing: once a connection was kept on a primary of timeline `t`, no
+//!   connection is kept on a primary of a timeline older than `t` (an old
+//!   primary started again beside the promoted one: writing there would
+//!   split the data). Such a host is refused like a read-only one, logged
+//!   at ERROR when it becomes fenced, counted ([`FENCED_REFUSALS`],
+//!   [`FENCED_HOSTS`]), tried last, and no longer fenced once it answers
+//!   as a standby or on a timeline as new (rejoined, promoted again).
+//!   Timelines only grow along one history, so the newest one written on
+//!   is the primary's;
 //! - hosts are tried starting with the host the last connection went to,
-//!   then the others in the listed order: a store that failed over stays
-//!   on the new primary, never sending new connections back to an old one
-//!   that came back writable beside it (two primaries would each take
-//!   writes), and a first host that swallows packets costs each new
-//!   connection nothing once another host took over;
-//! - each host's attempt is bounded by its share of the wait, so a host
-//!   that never answers cannot keep the next one from being tried;
+//!   then the others in the listed order, fenced ones last: a store that
+//!   failed over stays on the new primary, and a first host that swallows
+//!   packets costs each new connection nothing once another host took
+//!   over;
+//! - the hosts share the wait: each next host's attempt starts when the
+//!   ones before it have all said no, or when the last one started has had
+//!   its head start ([`stagger`]) without an answer, the attempts then
+//!   running side by side; every host starts within the first half of the
+//!   wait, so a good host anywhere in the list is reached however many
+//!   hang before it. The first connection that fits is kept and the other
+//!   attempts are dropped; a failure names every host and what it did;
 //! - the host a connection goes to changing is a failover: logged and
 //!   counted ([`FAILOVERS`]).
 
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio::time::Instant;
 use tokio_postgres::Client;
 
 use super::link::{self, Link, OpenError};
@@ -38,12 +55,21 @@ pub const FAILOVERS: &str = "database_failovers_total";
 /// Connections refused because their server did not have the attribute
 /// `target_session_attrs` asks for (with `read-write`: it was read-only).
 pub const READ_ONLY_REFUSALS: &str = "database_read_only_refusals_total";
+/// Connections refused because their server was a primary on a timeline
+/// older than one this instance wrote on (fenced).
+pub const FENCED_REFUSALS: &str = "database_fenced_hosts_total";
+/// Hosts fenced now: last seen as a primary on an older timeline.
+pub const FENCED_HOSTS: &str = "database_fenced_hosts";
 
 /// No host yet.
 const NONE: usize = usize::MAX;
-/// The least time one host's attempt is given, however many hosts share
-/// the wait: a TCP and startup handshake on a sound network.
-const LEAST_ATTEMPT: Duration = Duration::from_millis(250);
+/// The most head start one host's attempt has before the next one starts
+/// beside it: RFC 8305's connection attempt delay, ample for a TCP and
+/// startup handshake on a sound network.
+const HEAD_START: Duration = Duration::from_millis(250);
+/// How long a refused connection's goodbye is waited for (in the
+/// background: the selection goes on meanwhile).
+const GOODBYE: Duration = Duration::from_secs(1);
 
 /// What a server said of itself at connect time.
 const STATE: &str = "select current_setting('transaction_read_only'), \
@@ -52,7 +78,8 @@ const STATE: &str = "select current_setting('transaction_read_only'), \
      else substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) end";
 
 /// The servers of one `DATABASE_URL`, the driver's settings for each new
-/// connection, and the attribute a connection's server must have.
+/// connection, the attribute a connection's server must have, and what
+/// fencing knows.
 #[derive(Debug)]
 pub(super) struct Hosts {
     targets: Vec<Target>,
@@ -60,6 +87,14 @@ pub(super) struct Hosts {
     attrs: SessionAttrs,
     /// The host the last connection went to ([`NONE`] before the first).
     current: AtomicUsize,
+    /// The newest timeline of a primary a connection was kept on (0: none
+    /// yet; PostgreSQL's first timeline is 1).
+    written: AtomicU32,
+    /// Per host, the timeline it was fenced on, while it is fenced.
+    fenced: Mutex<Vec<Option<u32>>>,
+    /// A server could not say what it is (one host, no attribute), and
+    /// that was logged: once is enough.
+    told_unknown: AtomicBool,
 }
 
 /// Which server a connection is on, for telling whether a later answer
@@ -68,11 +103,11 @@ pub(super) struct Hosts {
 pub(super) struct Server {
     /// Its index in the host list.
     pub(super) host: usize,
-    /// The timeline it wrote on when the connection was opened (`None`
-    /// when not asked: one host, no attribute). A standby promoted since
-    /// writes on a new one, and may hand out again transaction ids the old
-    /// primary had used without replicating them.
-    pub(super) timeline: Option<String>,
+    /// The timeline it wrote on when the connection was opened (`None` on
+    /// a standby, or a server that could not say). A standby promoted
+    /// since writes on a new one, and may hand out again transaction ids
+    /// the old primary had used without replicating them.
+    pub(super) timeline: Option<u32>,
 }
 
 /// A new connection and the server it is on.
@@ -88,7 +123,7 @@ pub(super) struct ServerState {
     pub(super) read_only: bool,
     pub(super) in_recovery: bool,
     /// The timeline of its WAL (none on a standby).
-    pub(super) timeline: Option<String>,
+    pub(super) timeline: Option<u32>,
 }
 
 impl ServerState {
@@ -101,11 +136,10 @@ impl ServerState {
             _ => None,
         });
         let column = |at: usize| row.and_then(|row| row.get(at)).unwrap_or_default();
-        let timeline = column(2);
         Ok(Self {
             read_only: column(0) == "on",
             in_recovery: column(1) == "true",
-            timeline: (!timeline.is_empty()).then(|| timeline.to_owned()),
+            timeline: timeline_of(column(2)),
         })
     }
 
@@ -130,6 +164,20 @@ impl ServerState {
             (false, false) => "writable",
         }
     }
+
+    /// The timeline this primary writes on, if it is older than `written`
+    /// (the newest this instance wrote on): then it is fenced. A standby
+    /// is never fenced; it writes nothing.
+    fn fenced_under(&self, written: u32) -> Option<u32> {
+        self.timeline
+            .filter(|timeline| !self.in_recovery && *timeline < written)
+    }
+}
+
+/// The timeline in the first 8 hex digits of a WAL file's name
+/// (`000000020000000000000003`: 2); `None` when empty or unreadable.
+fn timeline_of(hex: &str) -> Option<u32> {
+    u32::from_str_radix(hex, 16).ok()
 }
 
 /// Why no host gave a connection: every host and what it answered.
@@ -141,11 +189,14 @@ pub struct NoHost {
 
 impl fmt::Display for NoHost {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "no host of the database URL gave a {} session: ",
-            self.attrs.name()
-        )?;
+        match self.attrs {
+            SessionAttrs::Any => f.write_str("no host of the database URL gave a session: ")?,
+            attrs => write!(
+                f,
+                "no host of the database URL gave a {} session: ",
+                attrs.name()
+            )?,
+        }
         for (at, (host, why)) in self.tried.iter().enumerate() {
             let separator = if at == 0 { "" } else { "; " };
             write!(f, "{separator}{host}: {why}")?;
@@ -156,20 +207,36 @@ impl fmt::Display for NoHost {
 
 impl std::error::Error for NoHost {}
 
+/// What became of one host's attempt, as the selection judges it.
+enum Verdict {
+    /// The connection is kept.
+    Keep,
+    /// `prefer-standby` found a server that is no standby: kept aside,
+    /// used if no standby answers.
+    Fallback,
+    /// Closed, for this reason.
+    Refuse(String),
+}
+
 impl Hosts {
     /// The servers of `url`, each new connection started with the server
     /// settings `options` (`-c name=value …`) beside the URL's own.
     pub(super) fn new(url: &PostgresUrl, options: &str) -> Self {
+        let targets = url.targets().to_vec();
         Self {
-            targets: url.targets().to_vec(),
+            fenced: Mutex::new(vec![None; targets.len()]),
+            targets,
             config: url.config_with(options),
             attrs: url.attrs(),
             current: AtomicUsize::new(NONE),
+            written: AtomicU32::new(0),
+            told_unknown: AtomicBool::new(false),
         }
     }
 
-    /// Whether a new connection asks its server what it is: several hosts,
-    /// or an attribute to check.
+    /// Whether the URL names what a server must be: several hosts, or an
+    /// attribute to check. Otherwise a server that cannot say what it is
+    /// is still used, as it was before hosts could be listed.
     pub(super) fn asks(&self) -> bool {
         self.targets.len() > 1 || self.attrs != SessionAttrs::Any
     }
@@ -196,56 +263,81 @@ impl Hosts {
         Some(self.current.load(Ordering::SeqCst)).filter(|host| *host != NONE)
     }
 
-    /// A new connection to the first host, starting with the current one,
-    /// whose server has the attribute; each host's attempt takes at most
-    /// its share of `wait` (the caller bounds the whole). One host with no
-    /// attribute is opened with no question asked, its error unchanged.
+    /// The timeline of a server that said `state`, if it is a primary on a
+    /// timeline older than one written on: fenced.
+    pub(super) fn fenced_on(&self, state: &ServerState) -> Option<u32> {
+        state.fenced_under(self.written.load(Ordering::SeqCst))
+    }
+
+    /// Whether a connection opened on `server` is behind the timeline
+    /// written on since (a pooled connection to an old primary): it must
+    /// not write, and is closed.
+    pub(super) fn is_behind(&self, server: &Server) -> bool {
+        server
+            .timeline
+            .is_some_and(|timeline| timeline < self.written.load(Ordering::SeqCst))
+    }
+
+    /// A new connection, to the first host (starting with the current one)
+    /// whose server has the attribute and is not fenced, the hosts sharing
+    /// `wait` as the module says; nothing here outlasts `wait`.
     ///
     /// # Errors
-    /// The one host's error; with several, [`NoHost`] naming what each
-    /// said, or the last host's error when every host refused for good (a
-    /// wrong password everywhere, say), so that is seen as permanent.
+    /// With one host, its own error (or [`OpenError::TimedOut`] when it
+    /// did not answer), or [`NoHost`] when it was refused. With several,
+    /// [`NoHost`] naming what each did, or the last host's error when
+    /// every host refused for good (a wrong password everywhere, say), so
+    /// that is seen as permanent.
     pub(super) async fn connect(&self, wait: Duration) -> Result<Opened, OpenError> {
-        if !self.asks() {
-            let link = link::open(&self.targets[0], &self.config).await?;
-            self.settle_on(0);
-            return Ok(Opened {
-                link,
-                server: Server {
-                    host: 0,
-                    timeline: None,
-                },
-            });
-        }
-        let share = match self.targets.len() {
-            1 => wait,
-            hosts => (wait / hosts as u32).max(LEAST_ATTEMPT),
-        };
-        let mut tried = Vec::new();
-        let mut permanent = None;
+        let started = Instant::now();
+        let deadline = started + wait;
+        let order = self.order();
+        let stagger = stagger(wait, order.len());
+        // Per position in `order`: when its attempt started, what it did.
+        let mut began: Vec<Option<Instant>> = vec![None; order.len()];
+        let mut said: Vec<Option<String>> = vec![None; order.len()];
+        let mut last_error = None;
         let mut all_permanent = true;
-        // `prefer-standby`: the first writable server is kept aside, used
-        // if no standby answers.
         let mut fallback: Option<Opened> = None;
-        for host in self.order() {
-            let label = self.label(host).to_owned();
-            match tokio::time::timeout(share, self.attempt(host)).await {
-                Ok(Ok((link, state))) if state.fits(self.attrs) => {
-                    if let Some(fallback) = fallback.take() {
-                        fallback.link.close(share).await;
+        let mut attempts = FuturesUnordered::new();
+        let mut next = 0;
+        let mut next_at = started;
+        loop {
+            // The next host starts once every attempt before it has said
+            // no, or the last one started has had its head start.
+            while next < order.len() && (attempts.is_empty() || Instant::now() >= next_at) {
+                let (position, host) = (next, order[next]);
+                began[position] = Some(Instant::now());
+                attempts.push(async move { (position, self.attempt(host).await) });
+                next += 1;
+                next_at = Instant::now() + stagger;
+            }
+            let wake = if next < order.len() {
+                next_at.min(deadline)
+            } else {
+                deadline
+            };
+            let (position, result) = match tokio::time::timeout_at(wake, attempts.next()).await {
+                Ok(Some(answered)) => answered,
+                Ok(None) => break,
+                Err(_) if Instant::now() >= deadline => break,
+                Err(_) => continue,
+            };
+            let host = order[position];
+            match result {
+                Ok((link, state)) => match self.judge(host, &state) {
+                    Verdict::Keep => {
+                        if let Some(fallback) = fallback.take() {
+                            tokio::spawn(fallback.link.close(GOODBYE));
+                        }
+                        return Ok(self.keep(host, link, &state));
                     }
-                    self.settle_on(host);
-                    return Ok(Opened {
-                        link,
-                        server: Server {
-                            host,
-                            timeline: state.timeline,
-                        },
-                    });
-                }
-                Ok(Ok((link, state))) => {
-                    all_permanent = false;
-                    if self.attrs == SessionAttrs::PreferStandby && fallback.is_none() {
+                    Verdict::Fallback if fallback.is_none() => {
+                        all_permanent = false;
+                        said[position] = Some(format!(
+                            "{}, kept in case no standby answers",
+                            state.refusal()
+                        ));
                         fallback = Some(Opened {
                             link,
                             server: Server {
@@ -253,45 +345,88 @@ impl Hosts {
                                 timeline: state.timeline,
                             },
                         });
-                        continue;
                     }
-                    metrics::counter!(READ_ONLY_REFUSALS).increment(1);
-                    tracing::debug!(host = %label, server = state.refusal(), attrs = self.attrs.name(),
-                        "a new database connection was refused for its server");
-                    tried.push((label, state.refusal().to_owned()));
-                    link.close(share).await;
-                }
-                Ok(Err(error)) => {
+                    Verdict::Fallback => {
+                        all_permanent = false;
+                        said[position] = Some(state.refusal().to_owned());
+                        tokio::spawn(link.close(GOODBYE));
+                    }
+                    Verdict::Refuse(why) => {
+                        all_permanent = false;
+                        said[position] = Some(why);
+                        tokio::spawn(link.close(GOODBYE));
+                    }
+                },
+                Err(error) => {
                     all_permanent &= error.is_permanent();
-                    tried.push((label, crate::report::ErrorChain(&error).to_string()));
-                    permanent = Some(error);
-                }
-                Err(_) => {
-                    all_permanent = false;
-                    tried.push((label, format!("no answer within {} ms", share.as_millis())));
+                    said[position] = Some(crate::report::ErrorChain(&error).to_string());
+                    last_error = Some(error);
                 }
             }
+            // A host that said no: the next one need not wait its turn.
+            next_at = Instant::now();
         }
+        drop(attempts);
         if let Some(fallback) = fallback {
-            self.settle_on(fallback.server.host);
+            let host = fallback.server.host;
+            self.raise(&fallback.server);
+            self.settle_on(host);
             return Ok(fallback);
         }
-        match permanent {
-            Some(error) if all_permanent => Err(error),
-            _ => Err(OpenError::NoHost(NoHost {
-                attrs: self.attrs,
-                tried,
-            })),
+        let unanswered = said.iter().any(Option::is_none);
+        if self.targets.len() == 1 {
+            return match (last_error, unanswered) {
+                (Some(error), _) => Err(error),
+                (None, true) => Err(OpenError::TimedOut(wait)),
+                (None, false) => Err(self.no_host(&order, &began, said, deadline)),
+            };
+        }
+        match last_error {
+            Some(error) if all_permanent && !unanswered => Err(error),
+            _ => Err(self.no_host(&order, &began, said, deadline)),
         }
     }
 
-    /// Every host once: the current one first, then the others as listed.
+    /// The failure naming every host in the order tried, and what each did.
+    fn no_host(
+        &self,
+        order: &[usize],
+        began: &[Option<Instant>],
+        said: Vec<Option<String>>,
+        deadline: Instant,
+    ) -> OpenError {
+        let tried = order
+            .iter()
+            .zip(began)
+            .zip(said)
+            .map(|((host, began), said)| {
+                let why = said.unwrap_or_else(|| match began {
+                    Some(began) => format!(
+                        "no answer within {} ms",
+                        deadline.saturating_duration_since(*began).as_millis()
+                    ),
+                    None => "not tried: no time left".to_owned(),
+                });
+                (self.label(*host).to_owned(), why)
+            })
+            .collect();
+        OpenError::NoHost(NoHost {
+            attrs: self.attrs,
+            tried,
+        })
+    }
+
+    /// Every host once: the current one first, then the others as listed,
+    /// the fenced ones last (in the same order among themselves).
     fn order(&self) -> Vec<usize> {
         let hosts = self.targets.len();
         let first = self.current().filter(|host| *host < hosts).unwrap_or(0);
-        std::iter::once(first)
+        let mut order: Vec<usize> = std::iter::once(first)
             .chain((0..hosts).filter(|host| *host != first))
-            .collect()
+            .collect();
+        let fenced = self.fenced_now();
+        order.sort_by_key(|host| fenced.get(*host).is_some_and(Option::is_some));
+        order
     }
 
     /// Opens a connection to `host` and asks its server what it is.
@@ -299,8 +434,172 @@ impl Hosts {
         let link = link::open(&self.targets[host], &self.config).await?;
         match ServerState::read(&link).await {
             Ok(state) => Ok((link, state)),
+            // A server that cannot say (a wire-compatible one without
+            // `pg_walfile_name`, say) was used before it was asked: with
+            // one host and no attribute it still is, unfenced.
+            Err(error) if !self.asks() && error.as_db_error().is_some() => {
+                if !self.told_unknown.swap(true, Ordering::SeqCst) {
+                    tracing::warn!(host = %self.label(host), error = %crate::report::ErrorChain(&error),
+                        "the database server cannot say its timeline; it is used unfenced");
+                }
+                Ok((
+                    link,
+                    ServerState {
+                        read_only: false,
+                        in_recovery: false,
+                        timeline: None,
+                    },
+                ))
+            }
             Err(error) => Err(OpenError::Driver(error)),
         }
+    }
+
+    /// Whether a connection to `host`, whose server said `state`, is kept:
+    /// a fenced primary is refused first (and counted), then the attribute
+    /// decides. A host that answers unfenced is no longer fenced.
+    fn judge(&self, host: usize, state: &ServerState) -> Verdict {
+        if let Some(timeline) = self.fenced_on(state) {
+            metrics::counter!(FENCED_REFUSALS).increment(1);
+            self.fence(host, timeline);
+            return Verdict::Refuse(format!(
+                "fenced: a primary on timeline {timeline}, older than timeline {} this \
+                 instance wrote on",
+                self.written.load(Ordering::SeqCst)
+            ));
+        }
+        self.unfence(host, state);
+        if state.fits(self.attrs) {
+            return Verdict::Keep;
+        }
+        if self.attrs == SessionAttrs::PreferStandby {
+            return Verdict::Fallback;
+        }
+        metrics::counter!(READ_ONLY_REFUSALS).increment(1);
+        tracing::debug!(host = %self.label(host), server = state.refusal(), attrs = self.attrs.name(),
+            "a new database connection was refused for its server");
+        Verdict::Refuse(state.refusal().to_owned())
+    }
+
+    /// The connection to `host` is kept: its primary's timeline is now one
+    /// written on, and new connections go to `host`.
+    fn keep(&self, host: usize, link: Link, state: &ServerState) -> Opened {
+        let server = Server {
+            host,
+            timeline: state.timeline.filter(|_| !state.in_recovery),
+        };
+        self.raise(&server);
+        self.settle_on(host);
+        Opened { link, server }
+    }
+
+    /// A connection on `server` may write: its timeline is the newest
+    /// written on, if it is newer.
+    fn raise(&self, server: &Server) {
+        if let Some(timeline) = server.timeline {
+            self.written.fetch_max(timeline, Ordering::SeqCst);
+        }
+    }
+
+    /// New connections go to `server`'s host, and its timeline is one
+    /// written on: for a store whose pool takes over from the connection
+    /// that migrated (`mod.rs`).
+    pub(super) fn adopt(&self, server: &Server) {
+        self.raise(server);
+        self.settle_on(server.host);
+    }
+
+    /// Marks `host` fenced, found a primary on `timeline`: logged at ERROR
+    /// when it was not fenced on that timeline already.
+    pub(super) fn fence(&self, host: usize, timeline: u32) {
+        let mut fenced = self.fenced.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(slot) = fenced.get_mut(host) else {
+            return;
+        };
+        if slot.replace(timeline) != Some(timeline) {
+            tracing::error!(
+                host = %self.label(host),
+                timeline,
+                written = self.written.load(Ordering::SeqCst),
+                "a database host is fenced: it is a primary on timeline {timeline}, older than \
+                 timeline {} this instance wrote on (an old primary started again beside the \
+                 promoted one?); no write goes to it. Rejoin it as a standby (pg_rewind or a new \
+                 base backup)",
+                self.written.load(Ordering::SeqCst)
+            );
+        }
+    }
+
+    /// `host` answered as `state`, not fenced: if it was, it is no longer.
+    fn unfence(&self, host: usize, state: &ServerState) {
+        let mut fenced = self.fenced.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(timeline) = fenced.get_mut(host).and_then(Option::take) {
+            tracing::warn!(
+                host = %self.label(host),
+                was = timeline,
+                now = %if state.in_recovery { "a standby" } else { "a primary on a timeline as new" },
+                "a fenced database host is no longer fenced"
+            );
+        }
+    }
+
+    /// Per host, the timeline it is fenced on, if it is.
+    fn fenced_now(&self) -> Vec<Option<u32>> {
+        self.fenced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The fenced hosts, named with their timeline and the one written on
+    /// (`/readyz`); `None` when no host is fenced.
+    pub(super) fn fenced_report(&self) -> Option<String> {
+        let written = self.written.load(Ordering::SeqCst);
+        let fenced: Vec<String> = self
+            .fenced_now()
+            .iter()
+            .enumerate()
+            .filter_map(|(host, timeline)| {
+                timeline.map(|timeline| {
+                    format!(
+                        "{} (a primary on timeline {timeline}, older than timeline {written} \
+                         written on)",
+                        self.label(host)
+                    )
+                })
+            })
+            .collect();
+        (!fenced.is_empty()).then(|| format!("fenced: {}", fenced.join(", ")))
+    }
+
+    /// How many hosts are fenced now.
+    pub(super) fn fenced_count(&self) -> usize {
+        self.fenced_now()
+            .iter()
+            .filter(|slot| slot.is_some())
+            .count()
+    }
+
+    /// Asks each fenced host again what it is, within `wait`, so that one
+    /// rejoined as a standby (or promoted again, on a newer timeline) is no
+    /// longer reported fenced; nothing is kept, no host settled on.
+    pub(super) async fn recheck_fenced(&self, wait: Duration) {
+        let fenced: Vec<usize> = self
+            .fenced_now()
+            .iter()
+            .enumerate()
+            .filter_map(|(host, timeline)| timeline.map(|_| host))
+            .collect();
+        let checks = fenced.into_iter().map(|host| async move {
+            if let Ok(Ok((link, state))) = tokio::time::timeout(wait, self.attempt(host)).await {
+                match self.fenced_on(&state) {
+                    Some(timeline) => self.fence(host, timeline),
+                    None => self.unfence(host, &state),
+                }
+                tokio::spawn(link.close(GOODBYE));
+            }
+        });
+        futures_util::future::join_all(checks).await;
     }
 
     /// New connections now go to `host`: a failover when they went to
@@ -318,6 +617,16 @@ impl Hosts {
     }
 }
 
+/// The head start of each host's attempt over the next one's, with `hosts`
+/// sharing `wait`: [`HEAD_START`], less when so many hosts share the wait
+/// that the last would otherwise start after half of it.
+fn stagger(wait: Duration, hosts: usize) -> Duration {
+    match u32::try_from(hosts.saturating_sub(1)) {
+        Ok(0) | Err(_) => wait,
+        Ok(others) => HEAD_START.min(wait / 2 / others),
+    }
+}
+
 /// Describes this module's metrics to the installed recorder, at 0.
 pub(super) fn describe_metrics() {
     metrics::describe_counter!(
@@ -328,8 +637,18 @@ pub(super) fn describe_metrics() {
         READ_ONLY_REFUSALS,
         "New PostgreSQL connections closed because their server lacked the target_session_attrs of DATABASE_URL (read-write: the server was read-only, e.g. a standby)."
     );
+    metrics::describe_counter!(
+        FENCED_REFUSALS,
+        "New PostgreSQL connections closed because their server was a primary on a timeline older than one this instance wrote on (an old primary started again beside the promoted one): fenced, never written to."
+    );
+    metrics::describe_gauge!(
+        FENCED_HOSTS,
+        "PostgreSQL hosts fenced now: last seen as a primary on a timeline older than one this instance wrote on. Rejoin them as standbys."
+    );
     metrics::counter!(FAILOVERS).increment(0);
     metrics::counter!(READ_ONLY_REFUSALS).increment(0);
+    metrics::counter!(FENCED_REFUSALS).increment(0);
+    metrics::gauge!(FENCED_HOSTS).set(0.0);
 }
 
 #[cfg(test)]
@@ -345,6 +664,14 @@ mod tests {
             read_only,
             in_recovery,
             timeline: None,
+        }
+    }
+
+    fn primary_on(timeline: u32) -> ServerState {
+        ServerState {
+            read_only: false,
+            in_recovery: false,
+            timeline: Some(timeline),
         }
     }
 
@@ -379,7 +706,7 @@ mod tests {
     }
 
     #[test]
-    fn one_host_without_an_attribute_asks_nothing() {
+    fn one_host_without_an_attribute_asks_but_needs_no_answer() {
         let one = hosts("postgres://u@h:5432/db?sslmode=disable");
         let attribute = hosts("postgres://u@h:5432/db?target_session_attrs=read-write");
         let two = hosts("postgres://u@h:5432,g/db");
@@ -387,6 +714,185 @@ mod tests {
         assert!(!one.asks());
         assert!(attribute.asks() && !attribute.several());
         assert!(two.asks() && two.several());
+    }
+
+    #[test]
+    fn timelines_are_read_as_hex_numbers() {
+        assert_eq!(timeline_of("00000001"), Some(1));
+        assert_eq!(timeline_of("0000000A"), Some(10));
+        assert_eq!(timeline_of("00000010"), Some(16));
+        assert_eq!(timeline_of(""), None);
+        // Compared as numbers: timeline 10 is newer than 9.
+        assert!(primary_on(9).fenced_under(10).is_some());
+    }
+
+    #[test]
+    fn a_primary_on_an_older_timeline_than_one_written_on_is_fenced_c12() {
+        let hosts = hosts("postgres://a,b/db?target_session_attrs=read-write");
+        // Before any write, every primary is welcome.
+        assert!(matches!(hosts.judge(0, &primary_on(1)), Verdict::Keep));
+        hosts.raise(&Server {
+            host: 1,
+            timeline: Some(2),
+        });
+        hosts.settle_on(1);
+
+        let Verdict::Refuse(why) = hosts.judge(0, &primary_on(1)) else {
+            panic!("an old primary is refused");
+        };
+        assert_eq!(
+            why,
+            "fenced: a primary on timeline 1, older than timeline 2 this instance wrote on"
+        );
+        assert_eq!(hosts.fenced_count(), 1);
+        assert_eq!(
+            hosts.fenced_report().as_deref(),
+            Some("fenced: a:5432 (a primary on timeline 1, older than timeline 2 written on)")
+        );
+        // Fenced hosts are tried last, even when listed first.
+        hosts.settle_on(0);
+        assert_eq!(hosts.order(), [1, 0]);
+        // The same timeline, or a newer one (promoted twice), is kept.
+        assert!(matches!(hosts.judge(1, &primary_on(2)), Verdict::Keep));
+        assert!(matches!(hosts.judge(1, &primary_on(3)), Verdict::Keep));
+        assert!(hosts.is_behind(&Server {
+            host: 0,
+            timeline: Some(1)
+        }));
+        assert!(!hosts.is_behind(&Server {
+            host: 0,
+            timeline: None
+        }));
+
+        // Rejoined as a standby, it is no longer fenced (and, a standby,
+        // refused for writes as any standby is).
+        assert!(matches!(
+            hosts.judge(0, &state(true, true)),
+            Verdict::Refuse(why) if why == "a standby (read-only)"
+        ));
+        assert_eq!(hosts.fenced_count(), 0);
+        assert_eq!(hosts.fenced_report(), None);
+    }
+
+    #[test]
+    fn every_host_starts_within_the_first_half_of_the_wait() {
+        let second = Duration::from_secs(1);
+        assert_eq!(stagger(second, 1), second);
+        assert_eq!(stagger(second, 2), HEAD_START);
+        assert_eq!(stagger(3 * second, 15), Duration::from_nanos(107_142_857));
+        for hosts in 2..40 {
+            assert!(stagger(second, hosts) * (hosts as u32 - 1) <= second / 2);
+        }
+    }
+
+    /// Loopback sockets that listen and never accept: the kernel completes
+    /// each TCP handshake, and the startup message is never answered.
+    fn hanging(count: usize) -> Vec<std::net::TcpListener> {
+        (0..count)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port"))
+            .collect()
+    }
+
+    fn port_of(listener: &std::net::TcpListener) -> u16 {
+        listener.local_addr().expect("bound").port()
+    }
+
+    /// A URL of the test server's `postgres` database on `hosts`.
+    fn test_url(hosts: &[String]) -> String {
+        let config: tokio_postgres::Config = items_testkit::postgres::test_database_url()
+            .parse()
+            .expect("a valid test URL");
+        let user = config.get_user().unwrap_or("postgres");
+        format!("postgres://{user}@{}/postgres", hosts.join(","))
+    }
+
+    #[tokio::test]
+    async fn a_good_host_after_fourteen_that_hang_is_reached_within_half_the_wait_c12() {
+        let good = items_testkit::postgres::test_server_address().await;
+        let listeners = hanging(14);
+        let mut listed: Vec<String> = listeners
+            .iter()
+            .map(|listener| format!("127.0.0.1:{}", port_of(listener)))
+            .collect();
+        listed.push(good.to_string());
+        let hosts = hosts(&test_url(&listed));
+        let wait = Duration::from_secs(3);
+
+        let started = Instant::now();
+        let opened = hosts.connect(wait).await.expect("the 15th host is reached");
+        let took = started.elapsed();
+
+        assert_eq!(opened.server.host, 14);
+        assert_eq!(hosts.current(), Some(14));
+        // The 15th starts after 14 head starts of 3 s / 2 / 14 each.
+        assert!(
+            took >= Duration::from_millis(1400) && took < Duration::from_millis(2500),
+            "{took:?}"
+        );
+        // Settled on it, the next connection goes there first, at once.
+        let started = Instant::now();
+        let again = hosts.connect(wait).await.expect("the current host first");
+        assert_eq!(again.server.host, 14);
+        assert!(started.elapsed() < Duration::from_millis(1000));
+        drop(listeners);
+    }
+
+    #[tokio::test]
+    async fn hosts_that_refuse_hand_over_to_the_next_at_once() {
+        let good = items_testkit::postgres::test_server_address().await;
+        // Ports bound and let go: nothing listens, each refuses at once.
+        let mut listed: Vec<String> = hanging(30)
+            .iter()
+            .map(|listener| format!("127.0.0.1:{}", port_of(listener)))
+            .collect();
+        listed.push(good.to_string());
+        let hosts = hosts(&test_url(&listed));
+
+        let started = Instant::now();
+        let opened = hosts
+            .connect(Duration::from_secs(3))
+            .await
+            .expect("the last host is reached");
+
+        assert_eq!(opened.server.host, 30);
+        // Waiting out each head start (3 s / 2 / 30 = 50 ms) would take 1.5 s.
+        assert!(started.elapsed() < Duration::from_millis(1000));
+    }
+
+    #[tokio::test]
+    async fn when_every_host_hangs_the_failure_names_each_within_the_wait_c12() {
+        let listeners = hanging(15);
+        let listed: Vec<String> = listeners
+            .iter()
+            .map(|listener| format!("127.0.0.1:{}", port_of(listener)))
+            .collect();
+        let hosts = hosts(&format!(
+            "{}?target_session_attrs=read-write",
+            test_url(&listed)
+        ));
+        let wait = Duration::from_millis(1000);
+
+        let started = Instant::now();
+        let error = hosts.connect(wait).await.expect_err("no host answers");
+        let took = started.elapsed();
+
+        let text = error.to_string();
+        assert!(
+            text.starts_with("no host of the database URL gave a read-write session: "),
+            "{text}"
+        );
+        for host in &listed {
+            assert!(
+                text.contains(&format!("{host}: no answer within ")),
+                "{host}: {text}"
+            );
+        }
+        assert_eq!(text.matches("no answer within").count(), 15, "{text}");
+        assert!(
+            took >= wait && took < wait + Duration::from_millis(500),
+            "{took:?}"
+        );
+        drop(listeners);
     }
 
     #[test]

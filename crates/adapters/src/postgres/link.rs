@@ -9,15 +9,21 @@
 //!
 //! Invariants: the task ends when its [`Link`] goes (aborted: a socket that
 //! answers nothing must not keep a task alive); [`Link::close`] says
-//! goodbye first when the server answers in time.
+//! goodbye first when the server answers in time; every warning the server
+//! sends is counted before the reply it precedes reaches the client, so
+//! whoever awaited a statement can tell whether that statement drew one
+//! ([`Link::warning_since`]: a commit whose wait for a synchronous standby
+//! was cancelled is answered as a success, with a warning only).
 
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinHandle;
-use tokio_postgres::error::SqlState;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::error::{DbError, Severity, SqlState};
+use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use super::hosts::NoHost;
 use super::url::{Address, Target};
@@ -28,6 +34,32 @@ pub(super) struct Link {
     client: Client,
     /// `None` only while being closed.
     task: Option<JoinHandle<()>>,
+    /// What the server warned of on this connection.
+    warnings: Arc<Warnings>,
+}
+
+/// The warnings a server sent on one connection: how many, and the last.
+#[derive(Debug, Default)]
+struct Warnings {
+    count: AtomicU64,
+    last: Mutex<Option<String>>,
+}
+
+impl Warnings {
+    fn record(&self, notice: &DbError) {
+        let warning = notice.parsed_severity() == Some(Severity::Warning)
+            || (notice.parsed_severity().is_none() && notice.severity() == "WARNING");
+        if !warning {
+            return;
+        }
+        let text = match notice.detail() {
+            Some(detail) => format!("{} ({detail})", notice.message()),
+            None => notice.message().to_owned(),
+        };
+        // The text first: whoever sees the count move reads this one.
+        *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(text);
+        self.count.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// Why a connection could not be opened.
@@ -88,19 +120,53 @@ async fn handshake<S>(stream: S, config: &tokio_postgres::Config) -> Result<Link
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (client, connection) = config.connect_raw(stream, NoTls).await?;
+    let (client, mut connection) = config.connect_raw(stream, NoTls).await?;
+    let warnings = Arc::new(Warnings::default());
+    let heard = Arc::clone(&warnings);
     let task = tokio::spawn(async move {
-        // Its error is every pending query's error, and the client's
-        // `is_closed` from then on: nothing more to say here.
-        let _ = connection.await;
+        // Driven message by message rather than awaited whole (which logs
+        // notices and drops them): a notice is recorded here before the
+        // task reads on, so before the reply after it reaches the client.
+        // The connection's error is every pending query's error, and the
+        // client's `is_closed` from then on: nothing more to say here.
+        while let Some(Ok(message)) =
+            std::future::poll_fn(|context| connection.poll_message(context)).await
+        {
+            if let AsyncMessage::Notice(notice) = message {
+                heard.record(&notice);
+            }
+        }
     });
     Ok(Link {
         client,
         task: Some(task),
+        warnings,
     })
 }
 
 impl Link {
+    /// How many warnings the server sent on this connection so far: taken
+    /// before a statement is sent, for [`Link::warning_since`].
+    pub(super) fn warnings(&self) -> u64 {
+        self.warnings.count.load(Ordering::SeqCst)
+    }
+
+    /// The last warning, if the server sent any since [`Link::warnings`]
+    /// said `before`: once a statement's reply (or the connection's end)
+    /// has reached the client, every warning sent ahead of it is counted.
+    pub(super) fn warning_since(&self, before: u64) -> Option<String> {
+        if self.warnings() == before {
+            return None;
+        }
+        let last = self
+            .warnings
+            .last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        Some(last.unwrap_or_default())
+    }
+
     /// Says goodbye (the driver sends `Terminate` once its client is gone)
     /// and waits for the socket to close, at most `within`.
     pub(super) async fn close(mut self, within: Duration) {

@@ -11,7 +11,8 @@
 //! several hosts, as libpq's do, read by the driver (`url.rs`): each new
 //! connection goes to the first whose server has the URL's
 //! `target_session_attrs` (`hosts.rs`), so a store whose primary is lost
-//! goes on on the standby promoted in its place.
+//! goes on on the standby promoted in its place, and never writes again on
+//! an old primary of an older timeline (fencing, C12).
 
 mod budget;
 mod coalesce;
@@ -45,7 +46,7 @@ pub use url::{PostgresUrl, UrlError};
 
 pub use crate::sql::budget::{DEFAULT_STATEMENT_TIMEOUT, OverBudget};
 pub use coalesce::{CoalescingStats, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS};
-pub use hosts::{FAILOVERS, READ_ONLY_REFUSALS};
+pub use hosts::{FAILOVERS, FENCED_HOSTS, FENCED_REFUSALS, READ_ONLY_REFUSALS};
 pub use items::PostgresItemRepository;
 pub use products::PostgresProductRepository;
 pub use transfer::{BeginError, PostgresSink, PostgresSnapshot};
@@ -56,6 +57,10 @@ pub use users::PostgresUserRepository;
 /// attempt at start. The common default of 30 s is far too long for a client to
 /// wait to learn that the database is down.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long the readiness ping may take: under the readiness probe's own
+/// bound of 1 s (`http/admin.rs`), so a ping that cannot answer says why
+/// (a fenced host, what each host did) rather than just "no answer".
+const PING_WITHIN: Duration = Duration::from_millis(900);
 /// Connections per instance unless `DATABASE_POOL_SIZE` says otherwise (C1).
 /// PostgreSQL's default `max_connections` is 100: ten instances of ten fit,
 /// with room for administrators.
@@ -145,10 +150,8 @@ impl PostgresStore {
         let started = tokio::time::Instant::now();
         let mut pause = Duration::from_millis(100);
         let first = loop {
-            let attempt = tokio::time::timeout(ACQUIRE_TIMEOUT, hosts.connect(ACQUIRE_TIMEOUT))
-                .await
-                .unwrap_or(Err(OpenError::TimedOut(ACQUIRE_TIMEOUT)));
-            match attempt {
+            // Bounded by the selection itself, whose failure names each host.
+            match hosts.connect(ACQUIRE_TIMEOUT).await {
                 Ok(opened) => break opened,
                 Err(source) if source.is_permanent() => return Err(ConnectError::Refused(source)),
                 Err(source) if started.elapsed() >= patience => {
@@ -176,7 +179,7 @@ impl PostgresStore {
         let budget = settings.statement_timeout;
         let options = format!("{QUIET} {}", budget::statement_timeout(budget));
         let hosts = Hosts::new(url, &options);
-        hosts.settle_on(first.server.host);
+        hosts.adopt(&first.server);
         let manager = pool::Manager {
             hosts: Arc::new(hosts),
             budget,
@@ -232,6 +235,13 @@ impl PostgresStore {
         crate::sql::traced::repositories("postgresql", self.items(), self.products(), self.users())
     }
 
+    /// The hosts fenced now, each with its timeline and the one written on
+    /// (`fenced: db1:5432 (a primary on timeline 1, older than timeline 2
+    /// written on)`), for `/readyz`; `None` when no host is.
+    pub fn fenced(&self) -> Option<String> {
+        self.pool.manager().hosts.fenced_report()
+    }
+
     /// Publishes the pool's state to the metrics recorder (C11); called at
     /// scrape time, so the values are current and cost nothing per request.
     pub fn record_pool_metrics(&self) {
@@ -239,6 +249,8 @@ impl PostgresStore {
         metrics::gauge!(POOL_CONNECTIONS).set(status.size as f64);
         metrics::gauge!(POOL_IDLE_CONNECTIONS).set(status.available as f64);
         metrics::gauge!(POOL_MAX_CONNECTIONS).set(status.max_size as f64);
+        let fenced = self.pool.manager().hosts.fenced_count();
+        metrics::gauge!(FENCED_HOSTS).set(fenced as f64);
     }
 
     /// What the coalescing queues did so far: item reads, item creates,
@@ -265,11 +277,13 @@ pub const POOL_IDLE_CONNECTIONS: &str = "database_pool_idle_connections";
 /// The most connections the pool opens (`DATABASE_POOL_SIZE`).
 pub const POOL_MAX_CONNECTIONS: &str = "database_pool_max_connections";
 
-/// The database answers when a pooled connection runs `SELECT 1`; when the
-/// URL asks for an attribute (`target_session_attrs`) or lists several
-/// hosts, when the connection's server says it still has it (one round
-/// trip either way). A connection whose server lost it is closed, so the
-/// next request's connection goes to another host.
+/// The database answers when a pooled connection's server says it still
+/// has the URL's attribute (`target_session_attrs`, `any` by default) and
+/// is not fenced, in one round trip, within [`PING_WITHIN`]. A connection
+/// whose server lost it is closed, so the next request's connection goes
+/// to another host. While a host is fenced, each ping also asks it again
+/// what it is (so one rejoined as a standby is no longer reported), and a
+/// failure names the fenced hosts first: why no primary is left.
 #[async_trait]
 impl HealthCheck for PostgresStore {
     fn name(&self) -> &'static str {
@@ -277,31 +291,49 @@ impl HealthCheck for PostgresStore {
     }
 
     async fn ping(&self) -> Result<(), DependencyDown> {
+        let hosts = &self.pool.manager().hosts;
         let answered = async {
             let mut lease = pool::lease(&self.pool).await?;
-            if self.pool.manager().hosts.asks() {
-                lease.confirm().await?;
-            } else {
-                lease.run(|client| client.batch_execute("select 1")).await?;
-            }
+            lease.confirm().await?;
             Ok(lease.host())
         };
+        let (answered, ()) = tokio::join!(
+            tokio::time::timeout(PING_WITHIN, answered),
+            hosts.recheck_fenced(PING_WITHIN)
+        );
         // The repository error says "unavailable" and holds why: the why is
         // what the readiness report shows.
-        let host = answered.await.map_err(
-            |(RepositoryError::Unavailable(cause) | RepositoryError::OutcomeUnknown(cause))| {
-                DependencyDown::new(cause)
-            },
-        )?;
-        if let Some(host) = host {
-            self.pinged.store(host, Ordering::SeqCst);
-        }
-        Ok(())
+        let cause: Box<dyn std::error::Error + Send + Sync> = match answered {
+            Ok(Ok(host)) => {
+                if let Some(host) = host {
+                    self.pinged.store(host, Ordering::SeqCst);
+                }
+                return Ok(());
+            }
+            Ok(Err(
+                RepositoryError::Unavailable(cause) | RepositoryError::OutcomeUnknown(cause),
+            )) => cause,
+            Err(_) => format!("no answer within {} ms", PING_WITHIN.as_millis()).into(),
+        };
+        Err(DependencyDown::new(match hosts.fenced_report() {
+            Some(fenced) => Box::new(NoPrimary { fenced, cause }),
+            None => cause,
+        }))
     }
 }
 
+/// Why the readiness ping failed while a host is fenced: the fenced hosts,
+/// then what the others did.
+#[derive(Debug, thiserror::Error)]
+#[error("no primary this instance may write to; {fenced}")]
+struct NoPrimary {
+    fenced: String,
+    #[source]
+    cause: Box<dyn std::error::Error + Send + Sync>,
+}
+
 /// Describes the store's metrics to the installed recorder: how full the
-/// coalesced statements are, failovers and read-only refusals.
+/// coalesced statements are, failovers, read-only refusals and fencing.
 pub fn describe_metrics() {
     coalesce::describe_metrics();
     hosts::describe_metrics();

@@ -15,6 +15,14 @@
 //!   25006: a primary turned standby, or made read-only) is closed, never
 //!   lent again, and so are the idle ones to the same host: the next
 //!   connection goes through the host selection (`hosts`) again;
+//! - fencing: a connection opened on a primary whose timeline is older
+//!   than one written on since (`hosts`) is never lent again, and a
+//!   transaction on one is never committed: it is closed, rolled back, and
+//!   the write answered 503;
+//! - a commit answered with a warning is not acknowledged: PostgreSQL
+//!   warns when it ends a commit's wait for a synchronous standby
+//!   (cancelled, or the backend terminated), the transaction committed on
+//!   the primary alone (C12: 504, `fate.rs`);
 //! - new connections are opened by the host selection of `hosts`, which
 //!   says which server each one is on, so a transaction's fate is asked
 //!   of that same server (`fate.rs`);
@@ -49,6 +57,9 @@ use super::link::{Link, OpenError};
 use super::{ACQUIRE_TIMEOUT, unavailable};
 use crate::sql::budget::over_budget;
 
+/// Why a connection on a fenced host is closed.
+const FENCED: &str = "its server is a primary on a timeline older than one written on";
+
 /// The pool: at most `DATABASE_POOL_SIZE` connections, opened on demand.
 pub(super) type Pool = managed::Pool<Manager>;
 
@@ -71,8 +82,10 @@ pub(super) struct Connection {
     link: Link,
     /// A transaction was begun on it and not (yet) committed.
     in_transaction: bool,
-    /// Its server refused a write as read-only: closed, never lent again.
-    read_only: bool,
+    /// Why its server can no longer take this store's writes (it refused
+    /// one as read-only, lost the attribute, or is fenced): closed, never
+    /// lent again, and the idle ones to its host with it.
+    refused: Option<&'static str>,
     /// The server it is on.
     server: Server,
     /// The statements it prepared, by their SQL.
@@ -84,25 +97,34 @@ impl managed::Manager for Manager {
     type Error = OpenError;
 
     /// A connection to the first host that fits (`hosts`), the wait for
-    /// it shared among the hosts.
+    /// it shared among the hosts. The selection gets nine tenths of the
+    /// lease's wait, so its own failure, naming every host, ends the wait
+    /// rather than the lease's bare timeout.
     async fn create(&self) -> Result<Connection, OpenError> {
-        let opened = self.hosts.connect(ACQUIRE_TIMEOUT.min(self.budget)).await?;
+        let wait = ACQUIRE_TIMEOUT.min(self.budget);
+        let opened = self.hosts.connect(wait - wait / 10).await?;
         Ok(Connection {
             link: opened.link,
             in_transaction: false,
-            read_only: false,
+            refused: None,
             server: opened.server,
             statements: HashMap::new(),
         })
     }
 
     /// Free unless a transaction may be open on it: then `rollback`, and a
-    /// connection that cannot do that is closed. A broken one is closed.
+    /// connection that cannot do that is closed. A broken one is closed,
+    /// and so is one on a primary older than a timeline written on since
+    /// (its host is fenced).
     async fn recycle(&self, connection: &mut Connection, _: &Metrics) -> RecycleResult<OpenError> {
-        if connection.read_only {
-            return Err(RecycleError::message(
-                "its server refused a write as read-only",
-            ));
+        if let Some(why) = connection.refused {
+            return Err(RecycleError::message(why));
+        }
+        if self.hosts.is_behind(&connection.server) {
+            if let Some(timeline) = connection.server.timeline {
+                self.hosts.fence(connection.server.host, timeline);
+            }
+            return Err(RecycleError::message(FENCED));
         }
         if connection.link.is_closed() {
             return Err(RecycleError::message("the connection is closed"));
@@ -218,13 +240,11 @@ impl Lease {
         let Some(connection) = connection.as_mut() else {
             return Err(RepositoryError::unavailable("the connection was closed"));
         };
-        let Connection {
-            link, read_only, ..
-        } = &mut **connection;
+        let Connection { link, refused, .. } = &mut **connection;
         match tokio::time::timeout_at(*deadline, work(link)).await {
             Ok(Err(error)) if is_read_only(&error) => {
                 // Closed when the lease drops, with the idle ones to its host.
-                *read_only = true;
+                *refused = Some("its server refused a write as read-only");
                 Err(unavailable(error))
             }
             Ok(result) => result.map_err(unavailable),
@@ -406,12 +426,16 @@ impl Lease {
         Ok(())
     }
 
-    /// Commits, unless the deadline passed: a write answered 503 is then
-    /// rolled back, never committed afterwards (`sql/budget.rs`). Once sent,
-    /// the commit's answer is awaited past the deadline by [`fate::grace`];
-    /// without it, the transaction's fate is learned from the server and
-    /// answered by (C12, `fate.rs`): `Ok` if it committed, `Unavailable` if
-    /// it was rolled back, `OutcomeUnknown` only if that cannot be learned.
+    /// Commits, unless the deadline passed or the connection's server is
+    /// fenced: a write answered 503 is then rolled back, never committed
+    /// afterwards (`sql/budget.rs`). Once sent, the commit's answer is
+    /// awaited past the deadline by [`fate::grace`]; an answer with a
+    /// warning is `OutcomeUnknown` (a synchronous standby's confirmation
+    /// given up); without an answer, the transaction's fate is learned from
+    /// the server and answered by (C12, `fate.rs`): `Ok` if it committed,
+    /// `Unavailable` if it was rolled back, `OutcomeUnknown` only if that
+    /// cannot be learned (or, under synchronous replication, whether a
+    /// standby has it).
     pub(super) async fn commit(&mut self) -> Result<(), RepositoryError> {
         if self.is_cut() || Instant::now() >= self.deadline {
             return Err(over_budget(self.budget));
@@ -420,13 +444,26 @@ impl Lease {
         let Some(connection) = self.connection.as_mut() else {
             return Err(RepositoryError::unavailable("the connection was closed"));
         };
+        if let Some(pool) = Object::pool(connection)
+            && pool.manager().hosts.is_behind(&connection.server)
+        {
+            // Closed when the lease drops: the server rolls it back.
+            connection.refused = Some(FENCED);
+            return Err(RepositoryError::unavailable(format!(
+                "not committed: {FENCED}"
+            )));
+        }
         let grace = fate::grace(self.budget);
         let sent = Instant::now();
+        let warned = connection.link.warnings();
         let commit = connection.link.batch_execute("commit");
         let lost = match tokio::time::timeout_at(self.deadline + grace, commit).await {
             Ok(Ok(())) => {
                 connection.in_transaction = false;
-                return Ok(());
+                return match connection.link.warning_since(warned) {
+                    Some(warning) => Err(fate::unconfirmed(warning)),
+                    None => Ok(()),
+                };
             }
             Ok(Err(error)) => LostAnswer::Failed(error),
             Err(_) => LostAnswer::Unanswered {
@@ -435,33 +472,45 @@ impl Lease {
         };
         // The connection is not trusted again: closed when the lease drops.
         self.expired.store(true, Ordering::Relaxed);
+        let warning = connection.link.warning_since(warned);
         let hosts = Object::pool(connection).map(|pool| Arc::clone(&pool.manager().hosts));
-        fate::learn(hosts, transaction, lost, grace).await
+        fate::learn(hosts, transaction, lost, warning, grace).await
     }
 
     /// Asks the connection's server whether it still has the attribute the
-    /// URL asks for (the readiness ping, one round trip); one that lost it
-    /// (a primary turned standby) is closed, as after a write refused as
-    /// read-only.
+    /// URL asks for and is not fenced (the readiness ping, one round trip);
+    /// one that lost it (a primary turned standby) is closed, as after a
+    /// write refused as read-only. A server that cannot say what it is
+    /// (one host, no attribute: `hosts`) answers `select 1` instead.
     pub(super) async fn confirm(&mut self) -> Result<(), RepositoryError> {
         let Some(pool) = self.connection.as_ref().and_then(Object::pool) else {
             return Err(RepositoryError::unavailable("the connection was closed"));
         };
         let hosts = Arc::clone(&pool.manager().hosts);
-        let state = self.run(|client| ServerState::read(client)).await?;
-        if state.fits(hosts.attrs()) {
-            return Ok(());
-        }
+        let state = match self.run(ServerState::read).await {
+            Err(RepositoryError::Unavailable(_)) if !hosts.asks() && !self.is_cut() => {
+                return self.run(|client| client.batch_execute("select 1")).await;
+            }
+            state => state?,
+        };
         let host = self.host().unwrap_or_default();
+        let refusal = match hosts.fenced_on(&state) {
+            Some(timeline) => {
+                hosts.fence(host, timeline);
+                format!("{} is fenced: {FENCED}", hosts.label(host))
+            }
+            None if state.fits(hosts.attrs()) => return Ok(()),
+            None => format!(
+                "{} no longer gives a {} session",
+                hosts.label(host),
+                hosts.attrs().name()
+            ),
+        };
         if let Some(connection) = self.connection.as_mut() {
             // Closed when the lease drops, with the idle ones to its host.
-            connection.read_only = true;
+            connection.refused = Some("its server lost the attribute asked for, or is fenced");
         }
-        Err(RepositoryError::unavailable(format!(
-            "{} no longer gives a {} session",
-            hosts.label(host),
-            hosts.attrs().name()
-        )))
+        Err(RepositoryError::unavailable(refusal))
     }
 
     /// The index of the host the connection is on.
@@ -478,17 +527,18 @@ fn is_read_only(error: &tokio_postgres::Error) -> bool {
     error.code() == Some(&SqlState::READ_ONLY_SQL_TRANSACTION)
 }
 
-/// Closes the idle connections to `host`, whose server refused a write as
-/// read-only: each would fail its next write alike. Those lent out are
-/// closed as their own writes fail.
-fn forget_host(pool: &Pool, host: usize) {
+/// Closes the idle connections to `host`, whose server can no longer take
+/// this store's writes (`why`): each would fail its next write alike.
+/// Those lent out are closed as their own writes fail.
+fn forget_host(pool: &Pool, host: usize, why: &str) {
     let removed = pool
         .retain(|connection, _| connection.server.host != host)
         .removed;
     tracing::warn!(
         host = %pool.manager().hosts.label(host),
         idle_closed = removed.len(),
-        "the database refused a write as read-only; its connections are closed"
+        why,
+        "a database host can no longer take writes; its connections are closed"
     );
 }
 
@@ -496,21 +546,22 @@ impl Drop for Lease {
     /// A connection the deadline cut may be stuck on a socket that answers
     /// nothing: taken out of the pool and dropped (its socket closed, which
     /// makes the server roll back any transaction open on it), so no later
-    /// request waits on it. One whose server refused a write as read-only
-    /// is dropped alike, and the idle connections to the same host with it
+    /// request waits on it. One whose server can no longer take writes
+    /// (it refused one as read-only, lost the attribute, or is fenced) is
+    /// dropped alike, and the idle connections to the same host with it
     /// (`recycle` also refuses it, should it ever come back).
     fn drop(&mut self) {
-        let read_only = self
+        let refused = self
             .connection
             .as_ref()
-            .is_some_and(|connection| connection.read_only);
-        if read_only
+            .and_then(|connection| connection.refused);
+        if let Some(why) = refused
             && let Some(connection) = self.connection.as_ref()
             && let Some(pool) = Object::pool(connection)
         {
-            forget_host(&pool, connection.server.host);
+            forget_host(&pool, connection.server.host, why);
         }
-        if (self.is_cut() || read_only)
+        if (self.is_cut() || refused.is_some())
             && let Some(connection) = self.connection.take()
         {
             drop(Object::take(connection));
@@ -730,6 +781,71 @@ mod tests {
             .expect("connects once writable");
         let kept = store.items().get(Id::new(1)).await.expect("answered");
         assert_eq!(kept.map(|item| item.name), Some(name("kept")));
+        drop(admin);
+        store.close().await;
+        database.drop().await;
+    }
+
+    #[tokio::test]
+    async fn once_a_newer_timeline_was_written_on_an_older_primary_gets_no_write_c12() {
+        use items_domain::HealthCheck;
+
+        let (store, database) = one_connection().await;
+        let items = store.items();
+        items.create(name("before")).await.expect("created");
+        let hosts = std::sync::Arc::clone(&store.pool.manager().hosts);
+        let mut lease = super::lease(&store.pool).await.expect("a lease");
+        let timeline = lease
+            .connection
+            .as_ref()
+            .and_then(|connection| connection.server.timeline)
+            .expect("a URL of one host reads its primary's timeline too");
+        lease.begin_write().await.expect("begun");
+        lease
+            .run(|client| client.batch_execute("create table fenced_probe (x int)"))
+            .await
+            .expect("written, not yet committed");
+
+        // The store learns of a newer timeline (its primary was promoted
+        // elsewhere): this server is now an old primary.
+        hosts.adopt(&super::Server {
+            host: 0,
+            timeline: Some(timeline + 1),
+        });
+        let refused = lease.commit().await.expect_err("never committed");
+        drop(lease);
+
+        assert!(!refused.is_outcome_unknown(), "{refused:?}: a 503");
+        let admin = database.client().await.expect("the test connects");
+        let probe: Option<String> = admin
+            .query_one("select to_regclass('fenced_probe')::text", &[])
+            .await
+            .expect("asked")
+            .get(0);
+        assert_eq!(probe, None, "rolled back");
+        let fenced = format!(
+            "fenced: a primary on timeline {timeline}, older than timeline {} this instance \
+             wrote on",
+            timeline + 1
+        );
+        let error = items.create(name("after")).await.expect_err("no host left");
+        let text = crate::report::ErrorChain(&error).to_string();
+        assert!(text.contains(&fenced), "{text}");
+        assert_eq!(
+            store.fenced(),
+            Some(format!(
+                "fenced: {} (a primary on timeline {timeline}, older than timeline {} written \
+                 on)",
+                hosts.label(0),
+                timeline + 1
+            ))
+        );
+        let down = store.ping().await.expect_err("not ready");
+        let text = crate::report::ErrorChain(&down).to_string();
+        assert!(
+            text.contains("no primary this instance may write to; fenced: "),
+            "{text}"
+        );
         drop(admin);
         store.close().await;
         database.drop().await;

@@ -17,7 +17,7 @@ use items_domain::{Id, Item, Product, RepositoryError};
 
 use super::decode::{self, column};
 use super::hosts::Hosts;
-use super::link::{Link, OpenError};
+use super::link::Link;
 use super::url::PostgresUrl;
 use super::{ConnectError, QUIET, unavailable};
 use crate::sql::rows::{page_bounds, stored_items, stored_products};
@@ -40,16 +40,14 @@ pub enum BeginError {
 /// lists several (`hosts`).
 async fn connect(url: &PostgresUrl) -> Result<Link, ConnectError> {
     let hosts = Hosts::new(url, QUIET);
-    match tokio::time::timeout(CONNECT_TIMEOUT, hosts.connect(CONNECT_TIMEOUT)).await {
-        Ok(Ok(opened)) => Ok(opened.link),
-        Ok(Err(source)) if source.is_permanent() => Err(ConnectError::Refused(source)),
-        Ok(Err(source)) => Err(ConnectError::Unreachable {
-            waited: Duration::ZERO,
+    let started = tokio::time::Instant::now();
+    // Bounded by the selection itself, whose failure names each host.
+    match hosts.connect(CONNECT_TIMEOUT).await {
+        Ok(opened) => Ok(opened.link),
+        Err(source) if source.is_permanent() => Err(ConnectError::Refused(source)),
+        Err(source) => Err(ConnectError::Unreachable {
+            waited: started.elapsed(),
             source,
-        }),
-        Err(_) => Err(ConnectError::Unreachable {
-            waited: CONNECT_TIMEOUT,
-            source: OpenError::TimedOut(CONNECT_TIMEOUT),
         }),
     }
 }

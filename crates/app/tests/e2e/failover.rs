@@ -22,12 +22,15 @@
 //! The old primary is then rebuilt as the new standby (`pg_basebackup`)
 //! and the next round kills the other server. With asynchronous
 //! replication the acknowledged writes lost per round are only reported.
-//! And a commit no synchronous standby confirmed (the standby stopped) is
-//! answered 504, never 2xx, and stays invisible until the standby is back.
+//! A commit no synchronous standby confirmed (the standby stopped) is
+//! answered 504, never 2xx, and stays invisible until the standby is back;
+//! so is one whose wait someone cancelled or whose backend someone ended.
+//! And an old primary started again beside the promoted one, while the
+//! path to the new primary stalls, is fenced: no write reaches it.
 //!
 //! `FAILOVER_ROUNDS` sets the rounds (6 by default for synchronous
-//! replication, 3 for asynchronous, so the three tests take one to two
-//! minutes; `FAILOVER_ROUNDS=10` for the figures); run them alone with
+//! replication, 3 for asynchronous, so the four tests take under a minute
+//! to two; `FAILOVER_ROUNDS=10` for the figures); run them alone with
 //! `cargo test -p items-app --test e2e failover -- --nocapture` to see the
 //! figures; `CRASH_SEED=<seed>` repeats a run's choices.
 
@@ -36,6 +39,7 @@ mod cluster;
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
+use items_testkit::tcp_proxy::TcpProxy;
 use serde_json::Value;
 
 use crate::crash::check::{Refusals, check};
@@ -147,6 +151,278 @@ async fn a_write_no_synchronous_standby_confirmed_is_never_acknowledged_c12() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(before["id"].as_i64().is_some());
+
+    // Someone else ends the wait: a cancel (PostgreSQL then answers the
+    // commit as a success, with a warning) or a terminated backend (the
+    // connection ends; `pg_xact_status` then says committed). Committed on
+    // the primary alone either way: 504, twice each.
+    pair.stop_standby();
+    let admin = pair.primary().connect().await;
+    let ends = [
+        "pg_cancel_backend",
+        "pg_terminate_backend",
+        "pg_cancel_backend",
+        "pg_terminate_backend",
+    ];
+    for (round, end) in ends.into_iter().enumerate() {
+        let client = service.client.clone();
+        let name = format!("ended-{round}");
+        let started = Instant::now();
+        let write = tokio::spawn(async move {
+            let response = client
+                .post_json("/items", &serde_json::json!({ "name": name }))
+                .await;
+            let status = response.status();
+            let problem: Value = response.json().await.unwrap_or_default();
+            (status, problem)
+        });
+        let backend = waiting_for_the_standby(&admin).await;
+        let ended: bool = admin
+            .query_one(&format!("select {end}($1)"), &[&backend])
+            .await
+            .unwrap()
+            .get(0);
+        assert!(ended, "{end}({backend})");
+        let (status, problem) = write.await.unwrap();
+        let took = started.elapsed();
+
+        assert_eq!(status, 504, "{end}: {problem}");
+        assert!(
+            problem["type"]
+                .as_str()
+                .is_some_and(|kind| kind.contains("outcome-unknown")),
+            "{end}: {problem}"
+        );
+        // Answered on the end of the wait, not after the budget: it was the
+        // ended wait that was judged.
+        assert!(took < BUDGET, "{end}: answered after {took:?}");
+    }
+    pair.start_standby();
+}
+
+/// The pid of a backend of the service waiting for a synchronous standby,
+/// once there is one.
+async fn waiting_for_the_standby(admin: &tokio_postgres::Client) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let row = admin
+            .query_opt(
+                "select pid from pg_stat_activity \
+                 where datname = 'items' and wait_event = 'SyncRep' limit 1",
+                &[],
+            )
+            .await
+            .unwrap();
+        if let Some(row) = row {
+            return row.get(0);
+        }
+        assert!(Instant::now() < deadline, "no write waits for the standby");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_primary_started_again_is_fenced_and_never_written_to_c12() {
+    let mut pair = Pair::start(Replication::Asynchronous).await;
+    let [a, b] = [pair.nodes[0].port, pair.nodes[1].port];
+    // B behind a proxy, so the path to it can stall.
+    let proxy = TcpProxy::start(([127, 0, 0, 1], b).into()).await;
+    let to_b = proxy.port();
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{a},127.0.0.1:{to_b}/items?target_session_attrs=read-write"
+    );
+    let budget = BUDGET.as_millis().to_string();
+    let service = Service::start(&[
+        ("DATABASE_URL", url.as_str()),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", budget.as_str()),
+        ("RATE_LIMIT_MAX", "0"),
+        ("ADMIN_PORT", "0"),
+    ])
+    .await;
+    let admin = service.admin();
+    service.client.create_item("on-a").await;
+
+    // The failover: A stops, B is promoted, the service writes on B.
+    pair.stop_node(0);
+    pair.promote_standby().await;
+    let on_b = write_until_acknowledged(&service.client, "on-b").await;
+    let ready = wait_ready(&admin).await;
+    assert_eq!(
+        ready["checks"]["database"],
+        format!("ok: writing to 127.0.0.1:{to_b}").as_str(),
+        "{ready}"
+    );
+
+    // A starts again as a primary, still on timeline 1; the path to B stalls.
+    pair.start_node(0);
+    assert_eq!(
+        (pair.timeline(0).await, pair.timeline(1).await),
+        (1, 2),
+        "A is on an older timeline than B"
+    );
+    let on_a = pair.nodes[0].connect_to("items").await;
+    let rows_on_a = || async {
+        let rows: i64 = on_a
+            .query_one("select count(*) from items", &[])
+            .await
+            .unwrap()
+            .get(0);
+        rows
+    };
+    let on_a_before = rows_on_a().await;
+    proxy.freeze();
+    let stalled_until = Instant::now() + Duration::from_secs(4);
+    let writers: Vec<_> = (0..4)
+        .map(|writer| {
+            let client = service.client.clone();
+            tokio::spawn(async move {
+                let mut statuses = Vec::new();
+                let mut n = 0;
+                while Instant::now() < stalled_until {
+                    let name = format!("stalled-{writer}-{n}");
+                    let response = client
+                        .post_json("/items", &serde_json::json!({ "name": name }))
+                        .await;
+                    statuses.push(response.status().as_u16());
+                    n += 1;
+                }
+                statuses
+            })
+        })
+        .collect();
+    let readiness = not_ready_naming(&admin, "fenced").await;
+    let mut statuses = Vec::new();
+    for writer in writers {
+        statuses.extend(writer.await.unwrap());
+    }
+
+    let mut by_status: BTreeMap<u16, usize> = BTreeMap::new();
+    for status in &statuses {
+        *by_status.entry(*status).or_default() += 1;
+    }
+    assert!(!statuses.is_empty());
+    assert!(
+        by_status
+            .keys()
+            .all(|status| *status == 503 || *status == 504),
+        "while no primary but the old one answers, writes get 503; answers by status: \
+         {by_status:?}"
+    );
+    assert_eq!(
+        rows_on_a().await,
+        on_a_before,
+        "a write reached the old primary"
+    );
+    let database = readiness["checks"]["database"].as_str().unwrap_or_default();
+    let fenced = format!(
+        "fenced: 127.0.0.1:{a} (a primary on timeline 1, older than timeline 2 written on)"
+    );
+    assert!(database.contains(&fenced), "{readiness}");
+    let log = service
+        .log_once_it_contains("a database host is fenced")
+        .await;
+    let error = log
+        .lines()
+        .find(|line| line.contains("a database host is fenced"))
+        .unwrap_or_default();
+    assert!(
+        error.contains("ERROR") && error.contains(&format!("127.0.0.1:{a}")),
+        "{error}"
+    );
+    assert!(
+        error.contains("timeline 1") && error.contains("timeline 2"),
+        "{error}"
+    );
+    let metrics = admin.get("/metrics").await.text().await.unwrap_or_default();
+    assert!(
+        counter(&metrics, "database_fenced_hosts_total") >= 1.0,
+        "{metrics}"
+    );
+    assert_eq!(counter(&metrics, "database_fenced_hosts"), 1.0, "{metrics}");
+    assert!(metrics.contains("# HELP database_fenced_hosts_total"));
+
+    // B answers again: writes resume there, and A is still fenced.
+    proxy.thaw();
+    let after = write_until_acknowledged(&service.client, "after").await;
+    let ready = wait_ready(&admin).await;
+    assert_eq!(
+        ready["checks"]["database"],
+        format!("ok: writing to 127.0.0.1:{to_b}; {fenced}").as_str(),
+        "{ready}"
+    );
+    assert_eq!(
+        rows_on_a().await,
+        on_a_before,
+        "a write reached the old primary"
+    );
+    let on_b_rows = pair.nodes[1].connect_to("items").await;
+    for id in [on_b, after] {
+        let found: i64 = on_b_rows
+            .query_one("select count(*) from items where id = $1", &[&id])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(found, 1, "item {id} is on B");
+    }
+    eprintln!(
+        "fencing: {} writes refused while B stalled ({} answered 504), none reached A",
+        statuses.len(),
+        statuses.iter().filter(|status| **status == 504).count()
+    );
+
+    // The operator rejoins A as B's standby: it is no longer fenced.
+    drop(on_a);
+    pair.stop_node(0);
+    pair.rebuild_standby(0).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ready = wait_ready(&admin).await;
+        if ready["checks"]["database"] == format!("ok: writing to 127.0.0.1:{to_b}").as_str() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still reported fenced: {ready}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let metrics = admin.get("/metrics").await.text().await.unwrap_or_default();
+    assert_eq!(counter(&metrics, "database_fenced_hosts"), 0.0, "{metrics}");
+}
+
+/// Creates items named `prefix-N` until one is answered 201 (at most 20 s),
+/// and returns its id.
+async fn write_until_acknowledged(client: &crate::helpers::Client, prefix: &str) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for n in 0.. {
+        let response = client
+            .post_json(
+                "/items",
+                &serde_json::json!({ "name": format!("{prefix}-{n}") }),
+            )
+            .await;
+        if response.status() == 201 {
+            let item: Value = response.json().await.unwrap();
+            return item["id"].as_i64().unwrap();
+        }
+        assert!(Instant::now() < deadline, "no write acknowledged");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    unreachable!("the loop returns or fails")
+}
+
+/// `/readyz` once it answers 503 with a database check that says `word`,
+/// as JSON (at most 10 s).
+async fn not_ready_naming(admin: &crate::helpers::Client, word: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let response = admin.get("/readyz").await;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or_default();
+        let said = body["checks"]["database"].as_str().unwrap_or_default();
+        if status == 503 && said.contains(word) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "/readyz {status}: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The figures of a run.

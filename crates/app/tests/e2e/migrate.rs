@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use items_testkit::postgres::{ScratchDatabase, test_database_url};
+use items_testkit::postgres::{ScratchDatabase, test_database_url, test_server_address};
 
 use crate::helpers::*;
 
@@ -113,6 +113,82 @@ fn an_unreachable_server_exits_1_with_one_line_after_its_patience_c1() {
         "migrate waited {:?}",
         started.elapsed()
     );
+}
+
+/// Loopback sockets that listen and never accept, and their `host:port`:
+/// the kernel completes each TCP handshake, and the startup message is
+/// never answered (a host that hangs).
+fn hanging_hosts(count: usize) -> (Vec<std::net::TcpListener>, Vec<String>) {
+    let listeners: Vec<std::net::TcpListener> = (0..count)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let hosts = listeners
+        .iter()
+        .map(|listener| format!("127.0.0.1:{}", listener.local_addr().unwrap().port()))
+        .collect();
+    (listeners, hosts)
+}
+
+/// `database`'s URL with `hosts` in place of its host.
+fn on_hosts(database: &ScratchDatabase, hosts: &[String]) -> String {
+    let config: tokio_postgres::Config = database.url().parse().unwrap();
+    format!(
+        "postgres://{}@{}/{}",
+        config.get_user().unwrap_or("postgres"),
+        hosts.join(","),
+        database.name()
+    )
+}
+
+#[tokio::test]
+async fn a_good_host_listed_after_fourteen_that_hang_is_reached_and_migrated_c1_c12() {
+    let database = ScratchDatabase::create(&test_database_url()).await.unwrap();
+    let (listeners, mut hosts) = hanging_hosts(14);
+    hosts.push(test_server_address().await.to_string());
+    let url = on_hosts(&database, &hosts);
+    let started = Instant::now();
+
+    let (status, stdout, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
+
+    let took = started.elapsed();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.starts_with("items-service: the schema is up to date: PostgreSQL "),
+        "{stdout:?}"
+    );
+    assert!(took < Duration::from_secs(20), "migrated after {took:?}");
+    eprintln!("migrate reached the 15th host and migrated in {took:?}");
+    let (tables, _) = schema_of(&database).await;
+    assert!(tables.iter().any(|table| table == "items"), "{tables:?}");
+    drop(listeners);
+    database.drop().await;
+}
+
+#[test]
+fn when_every_host_hangs_migrate_exits_1_naming_each_host_and_why_c1_c12() {
+    let (listeners, hosts) = hanging_hosts(15);
+    let url = format!("postgres://postgres@{}/items", hosts.join(","));
+    let started = Instant::now();
+
+    let (status, _, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
+
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+    assert!(
+        stderr.starts_with(
+            "items-service: the database is unreachable after 3.0 s: no host of the database \
+             URL gave a session: "
+        ),
+        "{stderr:?}"
+    );
+    for host in &hosts {
+        assert!(
+            stderr.contains(&format!("{host}: no answer within ")),
+            "{host} in {stderr:?}"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
+    drop(listeners);
 }
 
 #[test]

@@ -262,6 +262,26 @@ impl Pair {
         self.start_node(1 - self.primary);
     }
 
+    /// Stops node `index` (`fast`), whatever it is.
+    pub fn stop_node(&self, index: usize) {
+        let node = &self.nodes[index];
+        run(pg("pg_ctl").args(["-D", path(&node.data), "-m", "fast", "-w", "stop"]));
+    }
+
+    /// The timeline node `index` writes on (a primary: its WAL's).
+    pub async fn timeline(&self, index: usize) -> u32 {
+        let admin = self.nodes[index].connect().await;
+        let hex: String = admin
+            .query_one(
+                "select substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)",
+                &[],
+            )
+            .await
+            .expect("a primary's WAL file name")
+            .get(0);
+        u32::from_str_radix(&hex, 16).expect("hex")
+    }
+
     fn initdb(&self, index: usize) {
         let node = &self.nodes[index];
         run(pg("initdb").args([
@@ -299,7 +319,10 @@ impl Pair {
             .expect("postgresql.conf takes the test's settings");
     }
 
-    fn start_node(&self, index: usize) {
+    /// Starts node `index` as its directory says: an old primary stopped
+    /// after its standby was promoted starts as a primary again, on its
+    /// old timeline.
+    pub fn start_node(&self, index: usize) {
         let node = &self.nodes[index];
         let log = self.root.path().join(format!("{}.log", node.name));
         let output = pg("pg_ctl")
