@@ -92,7 +92,7 @@ pub async fn run(store: &StoreConfig, destination: &Path) -> Result<BackedUp, Ba
         ));
     }
     let started = Instant::now();
-    match sqlite::backup(&source, destination).await {
+    match sqlite::backup(source, destination).await {
         Ok(bytes) => Ok(BackedUp {
             source: source.clone(),
             destination: destination.to_owned(),

@@ -19,8 +19,9 @@ use items_adapters::postgres::PostgresUrl;
 /// The durable store a valid `DATABASE_URL` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DatabaseUrl {
-    /// `postgres://…` or `postgresql://…`, as the driver read it.
-    Postgres(PostgresUrl),
+    /// `postgres://…` or `postgresql://…`, as the driver read it (boxed:
+    /// the driver's settings are large beside a path).
+    Postgres(Box<PostgresUrl>),
     /// `sqlite://PATH` or `sqlite:PATH`: the file's path.
     Sqlite(PathBuf),
 }
@@ -39,7 +40,7 @@ impl DatabaseUrl {
             return match rest.is_empty() {
                 true => Err("a PostgreSQL URL must name a server after `://`".to_owned()),
                 false => PostgresUrl::parse(raw)
-                    .map(Self::Postgres)
+                    .map(|url| Self::Postgres(Box::new(url)))
                     .map_err(|error| error.to_string()),
             };
         }

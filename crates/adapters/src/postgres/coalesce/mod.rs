@@ -178,6 +178,8 @@ pub(super) trait Operation: Send + Sync + 'static {
 }
 
 type Reply<O> = Result<<O as Operation>::Output, RepositoryError>;
+/// A batch of requests of kind `O`.
+type BatchOf<O> = Batch<<O as Operation>::Work, Reply<O>>;
 
 /// Opens the transaction a writing operation runs in ([`Operation::WRITES`]).
 async fn begin<O: Operation>(lease: &mut Lease) -> Result<(), RepositoryError> {
@@ -411,10 +413,7 @@ impl<O: Operation> Inner<O> {
     /// the batch's fate; those abandoned or late are left out. `None` when
     /// nothing is left to run (a failure to get a connection is answered
     /// to each request here).
-    fn claim<T>(
-        self: &Arc<Self>,
-        taken: Result<T, RepositoryError>,
-    ) -> Option<(Batch<O::Work, Reply<O>>, T)> {
+    fn claim<T>(self: &Arc<Self>, taken: Result<T, RepositoryError>) -> Option<(BatchOf<O>, T)> {
         self.waiting.store(false, Ordering::SeqCst);
         let batch = self
             .batches
