@@ -46,10 +46,13 @@ RESULTS = os.environ.get("BENCH_RESULTS") or os.path.join(BENCH, "results")
 PROFILES = os.path.join(TARGET, "callgrind")
 
 # The binaries a scenario runs. The entry point (bench/run.py) sets them from
-# --service / --baseline (or BENCH_SERVICE / BENCH_BASELINE) before any
-# scenario runs, so read them when running, never at import.
+# --service / --baseline / --pipelined (or BENCH_SERVICE / BENCH_BASELINE /
+# BENCH_PIPELINED) before any scenario runs, so read them when running,
+# never at import.
 SERVICE = os.path.join(RELEASE, "items-service")
 BASELINE = os.path.join(RELEASE, "bench-baseline")
+# bench/pipelined: actix-web over tokio-postgres, one pipelined connection per worker.
+PIPELINED = os.path.join(RELEASE, "bench-pipelined")
 PRELOADED = os.path.join(RELEASE, "examples", "preloaded_server")
 STORE_OPS = os.path.join(RELEASE, "examples", "store_ops")
 
@@ -186,6 +189,28 @@ def scheduled_seconds(pid):
     return total / 1e9
 
 
+def postgres_cpu_seconds():
+    """User + system time of every process whose command name starts with
+    `postgres` (the postmaster, its backends, walwriter, checkpointer, ...),
+    plus the time of the children they have reaped (cutime + cstime: a
+    backend that ended, its time now counted in the postmaster's). The
+    difference of two readings is what PostgreSQL spent in between,
+    whichever of its processes started or ended meanwhile, and whichever
+    client it served: run nothing else against the server to read it."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    text = stat.read()
+            except OSError:  # a process that just ended
+                continue
+            if text[text.index("(") + 1:text.rindex(")")].startswith("postgres"):
+                fields = text.rsplit(")", 1)[1].split()
+                total += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
+    return total / TICKS
+
+
 def load_average():
     """The machine's load average over 1, 5 and 15 minutes, as text."""
     return ", ".join(f"{value:.2f}" for value in os.getloadavg())
@@ -279,9 +304,9 @@ def running(binary, env=None):
 
 
 def binary_named(word):
-    """`service` and `baseline` stand for the binaries of this run; anything
-    else is a path."""
-    return {"service": SERVICE, "baseline": BASELINE}.get(word, word)
+    """`service`, `baseline` and `pipelined` stand for the binaries of this
+    run; anything else is a path."""
+    return {"service": SERVICE, "baseline": BASELINE, "pipelined": PIPELINED}.get(word, word)
 
 
 def specs_of(arguments, scenario, usage, at_least=2):
@@ -296,7 +321,7 @@ def specs_of(arguments, scenario, usage, at_least=2):
 def parse_spec(argument, default_env=None):
     """NAME=BINARY[:VAR=VALUE,...] -> (name, binary, environment), the
     environment being `default_env` updated with the VAR=VALUE pairs.
-    BINARY may be `service` or `baseline` (`binary_named`)."""
+    BINARY may be `service`, `baseline` or `pipelined` (`binary_named`)."""
     name, separator, rest = argument.partition("=")
     if not separator or not name or not rest:
         raise SystemExit(f"not NAME=BINARY[:VAR=VALUE,...]: {argument!r}")
@@ -312,8 +337,9 @@ def parse_spec(argument, default_env=None):
 
 
 def spec_words(arguments):
-    """The `service`/`baseline` words the server specs in `arguments` use."""
-    return {rest.partition(":")[0] for rest in (a.partition("=")[2] for a in arguments)} & {"service", "baseline"}
+    """The `service`/`baseline`/`pipelined` words the server specs in `arguments` use."""
+    return ({rest.partition(":")[0] for rest in (a.partition("=")[2] for a in arguments)}
+            & {"service", "baseline", "pipelined"})
 
 
 # --- load: wrk ----------------------------------------------------------------------
