@@ -1,0 +1,133 @@
+"""CPU per request over PostgreSQL, the server's and the database's side by
+side: the service against a TechEmpower-style server, bench/pipelined
+(actix-web + tokio-postgres, one connection per worker, the statements of
+all the requests in flight on a worker pipelined over it, each prepared
+once per connection).
+
+Loads PG_CPU_ITEMS rows into a scratch database (migrated by the service,
+dropped at the end) and starts both servers on it, pinned to core 0 with
+one worker: the release service (RATE_LIMIT_MAX=0, RUST_LOG=warn, a pool
+of PG_CPU_POOL) and the pipelined server. wrk (core 1, -t1
+-cPG_CPU_CONNECTIONS) drives each in turn for PG_CPU_SECONDS, the order
+rotating, over PG_CPU_ROUNDS rounds: first `GET /items/{id}` with ids
+drawn at random from 1..PG_CPU_ITEMS (bench/wrk/get_random.lua), then
+`POST /items` with 16-byte names (post.lua). Each server gets a second of
+each request first, not counted.
+
+Per server and request: req/s; the server's CPU µs per request (user +
+system, /proc/PID/stat, over the run, divided by the requests served);
+PostgreSQL's (user + system of every process whose command name starts
+with `postgres`, backends and background processes alike, plus the time of
+those reaped meanwhile, over the same run); and their total. The ratio
+service/pipelined is the median of the rounds' own ratios, with their
+range, beside the targets (GET ≤ 0.60, POST ≤ 0.30 of the pipelined
+server's total). PostgreSQL runs where the scheduler puts it, and its CPU
+counts whatever else it serves meanwhile: the transactions other databases
+committed during the scenario are printed at the end as a sign of that.
+About 2 minutes at the defaults, plus the build.
+"""
+import statistics
+
+import common
+
+SUMMARY = "CPU per request, server + PostgreSQL: the service vs a pipelined tokio-postgres server (about 2 min)"
+KNOBS = {"PG_CPU_ITEMS": "100000", "PG_CPU_ROUNDS": "4", "PG_CPU_SECONDS": "5", "PG_CPU_CONNECTIONS": "50",
+         "PG_CPU_POOL": "10", "BENCH_DATABASE_URL": common.POSTGRES_ADMIN}
+NEEDS = {"service", "pipelined", "wrk", "psql", "taskset"}
+IN_ALL = True
+
+# The service's total CPU per request over the pipelined server's, at most.
+TARGETS = {"GET": 0.60, "POST": 0.30}
+
+
+def requests(items):
+    """(kind, label, wrk script, its arguments)."""
+    return [
+        ("GET", f"`GET /items/{{id}}`, random ids of {items:,}", "get_random.lua", [items]),
+        ("POST", "`POST /items`", "post.lua", []),
+    ]
+
+
+def measure(server, script, args, seconds, connections):
+    """One wrk run against `server`: its figures, with PostgreSQL's CPU per
+    request over the same run."""
+    before = common.postgres_cpu_seconds()
+    figures = common.wrk(server, "/", script, args, seconds=seconds, connections=connections)
+    database = common.postgres_cpu_seconds() - before
+    figures["pg_us"] = database * 1e6 / max(figures["requests"], 1)
+    figures["total_us"] = figures["cpu_us"] + figures["pg_us"]
+    return figures
+
+
+def other_transactions(database):
+    """Transactions committed so far on the server's other databases."""
+    return int(common.psql(common.POSTGRES_ADMIN, "select coalesce(sum(xact_commit), 0) from pg_stat_database "
+                                                  f"where datname is distinct from '{database}'"))
+
+
+def describe(name, figures):
+    errors = f", {figures['non_2xx']:,} non-2xx" if figures["non_2xx"] else ""
+    return (f"{name} {figures['rps']:,.0f}/s, CPU µs/req server {figures['cpu_us']:.1f} "
+            f"+ PostgreSQL {figures['pg_us']:.1f} = {figures['total_us']:.1f}{errors}")
+
+
+def run(arguments):
+    items = int(common.setting("PG_CPU_ITEMS", "100000"))
+    rounds = int(common.setting("PG_CPU_ROUNDS", "4"))
+    seconds = int(common.setting("PG_CPU_SECONDS", "5"))
+    connections = int(common.setting("PG_CPU_CONNECTIONS", "50"))
+    pool = common.setting("PG_CPU_POOL", "10")
+    report = common.Report("pg_cpu", "CPU per request over PostgreSQL: the service vs a pipelined server",
+                           arguments, KNOBS)
+    report(f"load average (1, 5, 15 min) at the start: {common.load_average()}")
+    database, url = common.create_loaded_database(items, common.SERVICE)
+    others = other_transactions(database)
+    runs = {}
+    try:
+        specs = [("service", common.SERVICE, dict(common.POSTGRES_SERVICE_ENV, DATABASE_URL=url,
+                                                  DATABASE_POOL_SIZE=pool)),
+                 ("pipelined", common.PIPELINED, {"DATABASE_URL": url})]
+        with common.servers_started(specs) as servers:
+            for kind, label, script, args in requests(items):
+                report(f"{label}: {rounds} rounds of {seconds} s, wrk -c{connections}")
+                for server in servers:
+                    common.wrk(server, "/", script, args, seconds=1, connections=connections)  # warm-up
+                runs[kind] = {server.name: [] for server in servers}
+                for round_ in range(rounds):
+                    shift = round_ % len(servers)
+                    for server in servers[shift:] + servers[:shift]:
+                        runs[kind][server.name].append(measure(server, script, args, seconds, connections))
+                    report("- " + "; ".join(describe(name, figures[-1]) for name, figures in runs[kind].items()))
+                report()
+        others = other_transactions(database) - others
+    finally:
+        common.drop_database(database)
+    report("Medians over the rounds; CPU in µs per request.")
+    report()
+    report("| request | server | req/s | server CPU | PostgreSQL CPU | total CPU | non-2xx |")
+    report("|---|---|---|---|---|---|---|")
+    for kind, label, _, _ in requests(items):
+        for name, figures in runs[kind].items():
+            middle = common.medians([{key: f[key] for key in ("rps", "cpu_us", "pg_us", "total_us")}
+                                     for f in figures])
+            report(f"| {label} | {name} | {middle['rps']:,.0f} | {middle['cpu_us']:.1f} | {middle['pg_us']:.1f} "
+                   f"| **{middle['total_us']:.1f}** | {sum(f['non_2xx'] for f in figures):,} |")
+    report()
+    report("Service / pipelined: the median of the rounds' own ratios (lowest–highest).")
+    report()
+    report("| request | total CPU | server CPU | PostgreSQL CPU | req/s | target (total) |")
+    report("|---|---|---|---|---|---|")
+    for kind, label, _, _ in requests(items):
+        ratios = {key: common.paired_ratios(runs[kind], "service", "pipelined", key)
+                  for key in ("total_us", "cpu_us", "pg_us", "rps")}
+        total = ratios["total_us"]
+        verdict = ("met in every round" if max(total) <= TARGETS[kind]
+                   else "met by the median" if statistics.median(total) <= TARGETS[kind] else "not met")
+        report(f"| {label} | **{common.median_range(total)}** | {common.median_range(ratios['cpu_us'])} "
+               f"| {common.median_range(ratios['pg_us'])} | {common.median_range(ratios['rps'])} "
+               f"| ≤ {TARGETS[kind]:.2f}: {verdict} |")
+    report()
+    report(f"Transactions committed on other databases of the server during the scenario: {others:,} "
+           "(their CPU is in PostgreSQL's figures).")
+    report(f"load average (1, 5, 15 min) at the end: {common.load_average()}")
+    report.save()
