@@ -189,15 +189,17 @@ def scheduled_seconds(pid):
     return total / 1e9
 
 
-def postgres_cpu_seconds():
-    """User + system time of every process whose command name starts with
-    `postgres` (the postmaster, its backends, walwriter, checkpointer, ...),
-    plus the time of the children they have reaped (cutime + cstime: a
-    backend that ended, its time now counted in the postmaster's). The
-    difference of two readings is what PostgreSQL spent in between,
-    whichever of its processes started or ended meanwhile, and whichever
-    client it served: run nothing else against the server to read it."""
-    total = 0
+def postgres_cpu():
+    """(seconds, pids): user + system time of every process whose command
+    name starts with `postgres` (the postmaster, its backends, walwriter,
+    checkpointer, ...), plus the time of the children they have reaped
+    (cutime + cstime: a backend that ended, its time now counted in the
+    postmaster's); and those processes' ids. The difference of two readings'
+    seconds is what PostgreSQL spent in between, whichever of its processes
+    started or ended meanwhile, and whichever client it served: a pid new in
+    the second reading is a connection (or a worker) that started meanwhile,
+    a sign of other clients when the ones measured keep theirs open."""
+    total, pids = 0, set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -208,7 +210,22 @@ def postgres_cpu_seconds():
             if text[text.index("(") + 1:text.rindex(")")].startswith("postgres"):
                 fields = text.rsplit(")", 1)[1].split()
                 total += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
-    return total / TICKS
+                pids.add(int(entry))
+    return total / TICKS, pids
+
+
+def postgres_cpu_seconds():
+    """The seconds of `postgres_cpu`."""
+    return postgres_cpu()[0]
+
+
+def machine_busy_seconds():
+    """CPU time all cores have spent busy so far (/proc/stat: everything but
+    idle and iowait): around a run, less what the measured processes spent,
+    it is the load from outside."""
+    with open("/proc/stat") as stat:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, stat.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / TICKS
 
 
 def load_average():

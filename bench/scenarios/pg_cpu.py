@@ -22,11 +22,15 @@ those reaped meanwhile, over the same run); and their total. The ratio
 service/pipelined is the median of the rounds' own ratios, with their
 range, beside the targets (GET ≤ 0.60, POST ≤ 0.30 of the pipelined
 server's total). PostgreSQL runs where the scheduler puts it, and its CPU
-counts whatever else it serves meanwhile: the transactions other databases
-committed during the scenario are printed at the end as a sign of that.
-About 2 minutes at the defaults, plus the build.
+counts whatever else it serves meanwhile. Two signs of a disturbed run,
+per round and over all: the CPU the machine spent outside the server,
+PostgreSQL and wrk (in cores, from /proc/stat), and the postgres
+processes that started during a run (the servers keep their connections,
+so a new one is another client's, or an autovacuum worker). About 2
+minutes at the defaults, plus the build.
 """
 import statistics
+import time
 
 import common
 
@@ -50,25 +54,30 @@ def requests(items):
 
 def measure(server, script, args, seconds, connections):
     """One wrk run against `server`: its figures, with PostgreSQL's CPU per
-    request over the same run."""
-    before = common.postgres_cpu_seconds()
+    request over the same run, the load from outside (cores) and the
+    postgres processes that started meanwhile."""
+    busy, started, client = common.machine_busy_seconds(), time.monotonic(), common.children_cpu()
+    database, pids = common.postgres_cpu()
     figures = common.wrk(server, "/", script, args, seconds=seconds, connections=connections)
-    database = common.postgres_cpu_seconds() - before
-    figures["pg_us"] = database * 1e6 / max(figures["requests"], 1)
+    database_after, pids_after = common.postgres_cpu()
+    client = common.children_cpu() - client
+    busy, elapsed = common.machine_busy_seconds() - busy, time.monotonic() - started
+    database = database_after - database
+    requests = max(figures["requests"], 1)
+    figures["pg_us"] = database * 1e6 / requests
     figures["total_us"] = figures["cpu_us"] + figures["pg_us"]
+    server_seconds = figures["cpu_us"] * requests / 1e6
+    figures["outside"] = max(busy - server_seconds - database - client, 0.0) / elapsed
+    figures["new_postgres"] = len(pids_after - pids)
     return figures
-
-
-def other_transactions(database):
-    """Transactions committed so far on the server's other databases."""
-    return int(common.psql(common.POSTGRES_ADMIN, "select coalesce(sum(xact_commit), 0) from pg_stat_database "
-                                                  f"where datname is distinct from '{database}'"))
 
 
 def describe(name, figures):
     errors = f", {figures['non_2xx']:,} non-2xx" if figures["non_2xx"] else ""
+    started = f", {figures['new_postgres']} postgres processes started" if figures["new_postgres"] else ""
     return (f"{name} {figures['rps']:,.0f}/s, CPU µs/req server {figures['cpu_us']:.1f} "
-            f"+ PostgreSQL {figures['pg_us']:.1f} = {figures['total_us']:.1f}{errors}")
+            f"+ PostgreSQL {figures['pg_us']:.1f} = {figures['total_us']:.1f}, "
+            f"outside {figures['outside']:.2f} cores{errors}{started}")
 
 
 def run(arguments):
@@ -81,7 +90,6 @@ def run(arguments):
                            arguments, KNOBS)
     report(f"load average (1, 5, 15 min) at the start: {common.load_average()}")
     database, url = common.create_loaded_database(items, common.SERVICE)
-    others = other_transactions(database)
     runs = {}
     try:
         specs = [("service", common.SERVICE, dict(common.POSTGRES_SERVICE_ENV, DATABASE_URL=url,
@@ -99,7 +107,6 @@ def run(arguments):
                         runs[kind][server.name].append(measure(server, script, args, seconds, connections))
                     report("- " + "; ".join(describe(name, figures[-1]) for name, figures in runs[kind].items()))
                 report()
-        others = other_transactions(database) - others
     finally:
         common.drop_database(database)
     report("Medians over the rounds; CPU in µs per request.")
@@ -127,7 +134,11 @@ def run(arguments):
                f"| {common.median_range(ratios['pg_us'])} | {common.median_range(ratios['rps'])} "
                f"| ≤ {TARGETS[kind]:.2f}: {verdict} |")
     report()
-    report(f"Transactions committed on other databases of the server during the scenario: {others:,} "
-           "(their CPU is in PostgreSQL's figures).")
+    every = [figures for kind in runs.values() for server in kind.values() for figures in server]
+    outside = sorted(figures["outside"] for figures in every)
+    report(f"Load from outside the servers, PostgreSQL and wrk during the {len(every)} runs: median "
+           f"{statistics.median(outside):.2f} cores (highest {outside[-1]:.2f}); postgres processes started "
+           f"during them: {sum(figures['new_postgres'] for figures in every)} (other clients' CPU would be in "
+           "PostgreSQL's figures).")
     report(f"load average (1, 5, 15 min) at the end: {common.load_average()}")
     report.save()
