@@ -189,13 +189,16 @@ def scheduled_seconds(pid):
     return total / 1e9
 
 
-def postgres_cpu():
+def postgres_cpu(postmaster=None):
     """(seconds, pids): user + system time of every process whose command
     name starts with `postgres` (the postmaster, its backends, walwriter,
     checkpointer, ...), plus the time of the children they have reaped
     (cutime + cstime: a backend that ended, its time now counted in the
-    postmaster's); and those processes' ids. The difference of two readings'
-    seconds is what PostgreSQL spent in between, whichever of its processes
+    postmaster's); and those processes' ids. With `postmaster` (a pid),
+    only that server's: the postmaster and its children, so that another
+    instance (a test's own, started and killed meanwhile, whose time no
+    reading could follow) does not count. The difference of two readings'
+    seconds is what the server spent in between, whichever of its processes
     started or ended meanwhile, and whichever client it served: a pid new in
     the second reading is a connection (or a worker) that started meanwhile,
     a sign of other clients when the ones measured keep theirs open."""
@@ -207,16 +210,18 @@ def postgres_cpu():
                     text = stat.read()
             except OSError:  # a process that just ended
                 continue
-            if text[text.index("(") + 1:text.rindex(")")].startswith("postgres"):
-                fields = text.rsplit(")", 1)[1].split()
+            if not text[text.index("(") + 1:text.rindex(")")].startswith("postgres"):
+                continue
+            fields = text.rsplit(")", 1)[1].split()
+            if postmaster is None or postmaster in (int(entry), int(fields[1])):  # itself, or its parent (ppid)
                 total += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
                 pids.add(int(entry))
     return total / TICKS, pids
 
 
-def postgres_cpu_seconds():
+def postgres_cpu_seconds(postmaster=None):
     """The seconds of `postgres_cpu`."""
-    return postgres_cpu()[0]
+    return postgres_cpu(postmaster)[0]
 
 
 def machine_busy_seconds():

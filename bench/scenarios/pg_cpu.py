@@ -16,9 +16,11 @@ each request first, not counted.
 
 Per server and request: req/s; the server's CPU µs per request (user +
 system, /proc/PID/stat, over the run, divided by the requests served);
-PostgreSQL's (user + system of every process whose command name starts
-with `postgres`, backends and background processes alike, plus the time of
-those reaped meanwhile, over the same run); and their total. The ratio
+PostgreSQL's (user + system of every process of the database's server
+whose command name starts with `postgres`, the postmaster and its
+children, backends and background processes alike, plus the time of
+those reaped meanwhile, over the same run; another instance's processes,
+such as a test's, do not count); and their total. The ratio
 service/pipelined is the median of the rounds' own ratios, with their
 range, beside the targets (GET ≤ 0.60, POST ≤ 0.30 of the pipelined
 server's total). PostgreSQL runs where the scheduler puts it, and its CPU
@@ -52,14 +54,14 @@ def requests(items):
     ]
 
 
-def measure(server, script, args, seconds, connections):
+def measure(server, script, args, seconds, connections, postmaster):
     """One wrk run against `server`: its figures, with PostgreSQL's CPU per
     request over the same run, the load from outside (cores) and the
     postgres processes that started meanwhile."""
     busy, started, client = common.machine_busy_seconds(), time.monotonic(), common.children_cpu()
-    database, pids = common.postgres_cpu()
+    database, pids = common.postgres_cpu(postmaster)
     figures = common.wrk(server, "/", script, args, seconds=seconds, connections=connections)
-    database_after, pids_after = common.postgres_cpu()
+    database_after, pids_after = common.postgres_cpu(postmaster)
     client = common.children_cpu() - client
     busy, elapsed = common.machine_busy_seconds() - busy, time.monotonic() - started
     database = database_after - database
@@ -90,6 +92,7 @@ def run(arguments):
                            arguments, KNOBS)
     report(f"load average (1, 5, 15 min) at the start: {common.load_average()}")
     database, url = common.create_loaded_database(items, common.SERVICE)
+    postmaster = common.postmaster_pid(url)
     runs = {}
     try:
         specs = [("service", common.SERVICE, dict(common.POSTGRES_SERVICE_ENV, DATABASE_URL=url,
@@ -104,7 +107,8 @@ def run(arguments):
                 for round_ in range(rounds):
                     shift = round_ % len(servers)
                     for server in servers[shift:] + servers[:shift]:
-                        runs[kind][server.name].append(measure(server, script, args, seconds, connections))
+                        figures = measure(server, script, args, seconds, connections, postmaster)
+                        runs[kind][server.name].append(figures)
                     report("- " + "; ".join(describe(name, figures[-1]) for name, figures in runs[kind].items()))
                 report()
     finally:
