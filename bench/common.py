@@ -46,10 +46,13 @@ RESULTS = os.environ.get("BENCH_RESULTS") or os.path.join(BENCH, "results")
 PROFILES = os.path.join(TARGET, "callgrind")
 
 # The binaries a scenario runs. The entry point (bench/run.py) sets them from
-# --service / --baseline (or BENCH_SERVICE / BENCH_BASELINE) before any
-# scenario runs, so read them when running, never at import.
+# --service / --baseline / --pipelined (or BENCH_SERVICE / BENCH_BASELINE /
+# BENCH_PIPELINED) before any scenario runs, so read them when running,
+# never at import.
 SERVICE = os.path.join(RELEASE, "items-service")
 BASELINE = os.path.join(RELEASE, "bench-baseline")
+# bench/pipelined: actix-web over tokio-postgres, one pipelined connection per worker.
+PIPELINED = os.path.join(RELEASE, "bench-pipelined")
 PRELOADED = os.path.join(RELEASE, "examples", "preloaded_server")
 STORE_OPS = os.path.join(RELEASE, "examples", "store_ops")
 
@@ -186,6 +189,50 @@ def scheduled_seconds(pid):
     return total / 1e9
 
 
+def postgres_cpu(postmaster=None):
+    """(seconds, pids): user + system time of every process whose command
+    name starts with `postgres` (the postmaster, its backends, walwriter,
+    checkpointer, ...), plus the time of the children they have reaped
+    (cutime + cstime: a backend that ended, its time now counted in the
+    postmaster's); and those processes' ids. With `postmaster` (a pid),
+    only that server's: the postmaster and its children, so that another
+    instance (a test's own, started and killed meanwhile, whose time no
+    reading could follow) does not count. The difference of two readings'
+    seconds is what the server spent in between, whichever of its processes
+    started or ended meanwhile, and whichever client it served: a pid new in
+    the second reading is a connection (or a worker) that started meanwhile,
+    a sign of other clients when the ones measured keep theirs open."""
+    total, pids = 0, set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    text = stat.read()
+            except OSError:  # a process that just ended
+                continue
+            if not text[text.index("(") + 1:text.rindex(")")].startswith("postgres"):
+                continue
+            fields = text.rsplit(")", 1)[1].split()
+            if postmaster is None or postmaster in (int(entry), int(fields[1])):  # itself, or its parent (ppid)
+                total += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
+                pids.add(int(entry))
+    return total / TICKS, pids
+
+
+def postgres_cpu_seconds(postmaster=None):
+    """The seconds of `postgres_cpu`."""
+    return postgres_cpu(postmaster)[0]
+
+
+def machine_busy_seconds():
+    """CPU time all cores have spent busy so far (/proc/stat: everything but
+    idle and iowait): around a run, less what the measured processes spent,
+    it is the load from outside."""
+    with open("/proc/stat") as stat:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, stat.readline().split()[1:9])
+    return (user + nice + system + irq + softirq + steal) / TICKS
+
+
 def load_average():
     """The machine's load average over 1, 5 and 15 minutes, as text."""
     return ", ".join(f"{value:.2f}" for value in os.getloadavg())
@@ -279,9 +326,9 @@ def running(binary, env=None):
 
 
 def binary_named(word):
-    """`service` and `baseline` stand for the binaries of this run; anything
-    else is a path."""
-    return {"service": SERVICE, "baseline": BASELINE}.get(word, word)
+    """`service`, `baseline` and `pipelined` stand for the binaries of this
+    run; anything else is a path."""
+    return {"service": SERVICE, "baseline": BASELINE, "pipelined": PIPELINED}.get(word, word)
 
 
 def specs_of(arguments, scenario, usage, at_least=2):
@@ -296,7 +343,7 @@ def specs_of(arguments, scenario, usage, at_least=2):
 def parse_spec(argument, default_env=None):
     """NAME=BINARY[:VAR=VALUE,...] -> (name, binary, environment), the
     environment being `default_env` updated with the VAR=VALUE pairs.
-    BINARY may be `service` or `baseline` (`binary_named`)."""
+    BINARY may be `service`, `baseline` or `pipelined` (`binary_named`)."""
     name, separator, rest = argument.partition("=")
     if not separator or not name or not rest:
         raise SystemExit(f"not NAME=BINARY[:VAR=VALUE,...]: {argument!r}")
@@ -312,8 +359,9 @@ def parse_spec(argument, default_env=None):
 
 
 def spec_words(arguments):
-    """The `service`/`baseline` words the server specs in `arguments` use."""
-    return {rest.partition(":")[0] for rest in (a.partition("=")[2] for a in arguments)} & {"service", "baseline"}
+    """The `service`/`baseline`/`pipelined` words the server specs in `arguments` use."""
+    return ({rest.partition(":")[0] for rest in (a.partition("=")[2] for a in arguments)}
+            & {"service", "baseline", "pipelined"})
 
 
 # --- load: wrk ----------------------------------------------------------------------

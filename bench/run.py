@@ -9,17 +9,20 @@
 A word that names a scenario starts it; the words after it, up to the next
 scenario, are its arguments. Before running, this builds and installs what
 the scenarios need: the release service (`cargo build --release -p
-items-app`), the baseline (bench/baseline, into the same target directory),
-the examples `preloaded_server` and `store_ops` of items-adapters, and
-missing commands (wrk, valgrind, pgbench, ...) through
-scripts/lib/packages.sh. Settings are environment variables, listed by
-`help SCENARIO`; results go to bench/results/SCENARIO.md.
+items-app`), the baseline (bench/baseline) and the pipelined server
+(bench/pipelined), both into the same target directory, the examples
+`preloaded_server` and `store_ops` of items-adapters, and missing commands
+(wrk, valgrind, pgbench, ...) through scripts/lib/packages.sh. Settings are
+environment variables, listed by `help SCENARIO`; results go to
+bench/results/SCENARIO.md.
 
 Options (anywhere on the line):
   --no-build        build nothing: use the binaries already there
   --service PATH    the items-service binary to measure (env BENCH_SERVICE);
                     not built then
   --baseline PATH   the baseline binary (env BENCH_BASELINE); not built then
+  --pipelined PATH  the pipelined server's binary (env BENCH_PIPELINED); not
+                    built then
 """
 import os
 import shutil
@@ -28,14 +31,14 @@ import sys
 
 import common
 from scenarios import (ab, functions, icache, instructions, interleaved, limiter_flood, limiter_redis, load,
-                       one_connection, pgbench, postgres, profile_list, repeated_fields_rss, response_bytes, scale,
-                       sqlite, sqlite_backup, sqlite_commit, store_ops, worst_requests_rss)
+                       one_connection, pg_cpu, pgbench, postgres, profile_list, repeated_fields_rss, response_bytes,
+                       scale, sqlite, sqlite_backup, sqlite_commit, store_ops, worst_requests_rss)
 
 # In the order `list` shows them.
 SCENARIOS = {module.__name__.rsplit(".", 1)[1]: module for module in [
     load, response_bytes, ab, interleaved,
     instructions, functions, icache, profile_list, store_ops,
-    postgres, pgbench, one_connection, scale,
+    postgres, pgbench, pg_cpu, one_connection, scale,
     sqlite, sqlite_commit, sqlite_backup,
     limiter_redis, limiter_flood,
     worst_requests_rss, repeated_fields_rss,
@@ -50,10 +53,16 @@ CARGO_BUILDS = {
     "service": ["cargo", "build", "--release", "-q", "-p", "items-app"],
     "baseline": ["cargo", "build", "--release", "-q", "--manifest-path", "bench/baseline/Cargo.toml",
                  "--target-dir", common.TARGET],
+    "pipelined": ["cargo", "build", "--release", "-q", "--manifest-path", "bench/pipelined/Cargo.toml",
+                  "--target-dir", common.TARGET],
     "preloaded_server": ["cargo", "build", "--release", "-q", "-p", "items-adapters", "--features", "http,disk",
                          "--example", "preloaded_server"],
     "store_ops": ["cargo", "build", "--release", "-q", "-p", "items-adapters", "--example", "store_ops"],
 }
+
+
+# The binaries a path may be given for (--NAME PATH, or env BENCH_NAME).
+GIVEN = ("service", "baseline", "pipelined")
 
 
 def needs(module, arguments):
@@ -79,25 +88,24 @@ def prepare(needed, build, given):
         if target in needed and build and target not in given:
             print(f"building {target}: {' '.join(command)}", file=sys.stderr, flush=True)
             subprocess.run(command, cwd=common.ROOT, check=True)
-    binaries = {"service": common.SERVICE, "baseline": common.BASELINE, "preloaded_server": common.PRELOADED,
-                "store_ops": common.STORE_OPS}
+    binaries = {"service": common.SERVICE, "baseline": common.BASELINE, "pipelined": common.PIPELINED,
+                "preloaded_server": common.PRELOADED, "store_ops": common.STORE_OPS}
     for target, path in binaries.items():
         if target in needed and not os.access(path, os.X_OK):
             raise SystemExit(f"{path} is missing: run without --no-build to build it"
-                             + (f", or give --{target} PATH" if target in ("service", "baseline") else ""))
+                             + (f", or give --{target} PATH" if target in GIVEN else ""))
 
 
 def parse(words):
     """(options, [(scenario, arguments)]) of the command line."""
-    options = {"build": True, "service": os.environ.get("BENCH_SERVICE"),
-               "baseline": os.environ.get("BENCH_BASELINE")}
+    options = {"build": True, **{name: os.environ.get(f"BENCH_{name.upper()}") for name in GIVEN}}
     runs = []
     index = 0
     while index < len(words):
         word = words[index]
         if word == "--no-build":
             options["build"] = False
-        elif word.split("=", 1)[0] in ("--service", "--baseline"):
+        elif word.split("=", 1)[0] in tuple(f"--{name}" for name in GIVEN):
             name, separator, value = word.partition("=")
             if not separator:
                 index += 1
@@ -162,9 +170,10 @@ def main(words):
             expanded.append((name, arguments))
     if not expanded:
         return 0
-    given = {target for target in ("service", "baseline") if options[target]}
+    given = {target for target in GIVEN if options[target]}
     common.SERVICE = options["service"] or common.SERVICE
     common.BASELINE = options["baseline"] or common.BASELINE
+    common.PIPELINED = options["pipelined"] or common.PIPELINED
     needed = set().union(*(needs(SCENARIOS[name], arguments) for name, arguments in expanded))
     prepare(needed, options["build"], given)
     for name, arguments in expanded:
