@@ -35,7 +35,6 @@
 //! - the host a connection goes to changing is a failover: logged and
 //!   counted ([`FAILOVERS`]).
 
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -45,7 +44,7 @@ use futures_util::stream::FuturesUnordered;
 use tokio::time::Instant;
 use tokio_postgres::Client;
 
-use super::link::{self, Link, OpenError};
+use super::link::{self, Link, NoHost, OpenError};
 use super::url::{PostgresUrl, Target};
 
 pub(super) use super::url::SessionAttrs;
@@ -179,33 +178,6 @@ impl ServerState {
 fn timeline_of(hex: &str) -> Option<u32> {
     u32::from_str_radix(hex, 16).ok()
 }
-
-/// Why no host gave a connection: every host and what it answered.
-#[derive(Debug)]
-pub struct NoHost {
-    attrs: SessionAttrs,
-    tried: Vec<(String, String)>,
-}
-
-impl fmt::Display for NoHost {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.attrs {
-            SessionAttrs::Any => f.write_str("no host of the database URL gave a session: ")?,
-            attrs => write!(
-                f,
-                "no host of the database URL gave a {} session: ",
-                attrs.name()
-            )?,
-        }
-        for (at, (host, why)) in self.tried.iter().enumerate() {
-            let separator = if at == 0 { "" } else { "; " };
-            write!(f, "{separator}{host}: {why}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for NoHost {}
 
 /// What became of one host's attempt, as the selection judges it.
 enum Verdict {

@@ -15,6 +15,7 @@
 //! ([`Link::warning_since`]: a commit whose wait for a synchronous standby
 //! was cancelled is answered as a success, with a warning only).
 
+use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,8 +26,7 @@ use tokio::task::JoinHandle;
 use tokio_postgres::error::{DbError, Severity, SqlState};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
-use super::hosts::NoHost;
-use super::url::{Address, Target};
+use super::url::{Address, SessionAttrs, Target};
 
 /// A client and its connection's task.
 #[derive(Debug)]
@@ -201,3 +201,30 @@ impl Drop for Link {
         }
     }
 }
+
+/// Why no host gave a connection: every host and what it answered.
+#[derive(Debug)]
+pub struct NoHost {
+    pub(super) attrs: SessionAttrs,
+    pub(super) tried: Vec<(String, String)>,
+}
+
+impl fmt::Display for NoHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.attrs {
+            SessionAttrs::Any => f.write_str("no host of the database URL gave a session: ")?,
+            attrs => write!(
+                f,
+                "no host of the database URL gave a {} session: ",
+                attrs.name()
+            )?,
+        }
+        for (at, (host, why)) in self.tried.iter().enumerate() {
+            let separator = if at == 0 { "" } else { "; " };
+            write!(f, "{separator}{host}: {why}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NoHost {}

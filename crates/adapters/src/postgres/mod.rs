@@ -40,7 +40,7 @@ use hosts::Hosts;
 use pool::Pool;
 
 pub use crate::sql::migrations::MigrateError;
-pub use hosts::NoHost;
+pub use link::NoHost;
 pub use link::OpenError;
 pub use url::{PostgresUrl, UrlError};
 
