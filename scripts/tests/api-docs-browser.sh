@@ -30,6 +30,7 @@ node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)
   { echo "$name: Node.js $(node --version) is too old: playwright-core $PLAYWRIGHT_CORE needs 18 or later" >&2; exit 1; }
 test -x /usr/bin/chromium || { echo "$name: /usr/bin/chromium is missing (scripts/install-test-deps.sh installs it)" >&2; exit 1; }
 if [[ "$(node -p 'require("./'"$tools"'/node_modules/playwright-core/package.json").version' 2>/dev/null)" != "$PLAYWRIGHT_CORE" ]]; then
+  echo "$name: installing playwright-core $PLAYWRIGHT_CORE from the npm registry into $tools (once)…" >&2
   npm install --silent --no-audit --no-fund --prefix "$tools" "playwright-core@$PLAYWRIGHT_CORE"
 fi
 mkdir -p "$artifacts"
