@@ -57,6 +57,9 @@ for command in block("## Install it"):
     if not code.strip() or not outcome:
         sys.exit(f"README install command without `# exit N`: {command.strip()}")
     pieces = re.findall(r"`([^`]+)`", comment)
+    if code.strip().startswith("cargo "):
+        # Quiet until done, and a release build: say so first.
+        print(f"echo {quoted([f'readme-examples: running {code.strip()} (a release build: several minutes on a fresh clone)…'])} >&2")
     print(f"output=$({{ {code.strip()}\n}} 2>&1)")
     print(f"check_exit {quoted([command.strip(), outcome.group(1)])} \"$?\" {quoted(pieces)}")
     installed += 1

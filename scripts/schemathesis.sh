@@ -32,6 +32,7 @@ fi
 start_service "$binary" "$START_SECONDS" RATE_LIMIT_MAX=0
 
 if [[ ! -x "$VENV/bin/schemathesis" ]] || ! "$VENV/bin/schemathesis" --version | grep -q "$SCHEMATHESIS_VERSION"; then
+  echo "schemathesis.sh: installing schemathesis $SCHEMATHESIS_VERSION from PyPI into $VENV (a minute or so, once)…" >&2
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet "schemathesis==$SCHEMATHESIS_VERSION"
 fi

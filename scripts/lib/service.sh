@@ -5,8 +5,11 @@
 
 # `cargo_binary ARGS…` builds items-service with `cargo build ARGS…` and
 # prints the executable's path as cargo reports it, so CARGO_TARGET_DIR and
-# profiles are honoured instead of assuming `target/…`.
+# profiles are honoured instead of assuming `target/…`. Cargo is quiet, so
+# it first says on stderr what it is doing: on a fresh clone the build
+# takes minutes.
 cargo_binary() {
+  echo "$(basename "$0"): building items-service (cargo build -p items-app${*:+ $*}: several minutes on a fresh clone, seconds once built)…" >&2
   cargo build -q -p items-app --message-format=json-render-diagnostics "$@" |
     python3 -c '
 import json, sys

@@ -16,14 +16,21 @@ binary=$(realpath -m -- "${ITEMS_SERVICE_BIN:-$(dirname "$0")/../../target/relea
 cd "$(dirname "$0")/../.."
 source scripts/lib/service.sh
 
-PLAYWRIGHT_CORE=1.64.1
+# The last release that runs on Node.js 18, Debian 12's `nodejs` (which
+# scripts/install-test-deps.sh installs): 1.62 and later refuse to start
+# on it ("Playwright requires Node.js 20 or higher").
+PLAYWRIGHT_CORE=1.61.1
 tools=target/node-tools
 artifacts=target/artifacts
 name=$(basename "$0")
 
-command -v node > /dev/null || { echo "$name: node is missing" >&2; exit 1; }
+command -v node > /dev/null || { echo "$name: node is missing (scripts/install-test-deps.sh installs nodejs)" >&2; exit 1; }
+command -v npm > /dev/null || { echo "$name: npm is missing (scripts/install-test-deps.sh installs it)" >&2; exit 1; }
+node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' ||
+  { echo "$name: Node.js $(node --version) is too old: playwright-core $PLAYWRIGHT_CORE needs 18 or later" >&2; exit 1; }
 test -x /usr/bin/chromium || { echo "$name: /usr/bin/chromium is missing (scripts/install-test-deps.sh installs it)" >&2; exit 1; }
 if [[ "$(node -p 'require("./'"$tools"'/node_modules/playwright-core/package.json").version' 2>/dev/null)" != "$PLAYWRIGHT_CORE" ]]; then
+  echo "$name: installing playwright-core $PLAYWRIGHT_CORE from the npm registry into $tools (once)…" >&2
   npm install --silent --no-audit --no-fund --prefix "$tools" "playwright-core@$PLAYWRIGHT_CORE"
 fi
 mkdir -p "$artifacts"

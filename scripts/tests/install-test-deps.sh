@@ -88,6 +88,25 @@ done
 if bash scripts/install-test-deps.sh --bogus > "$scratch/out" 2>&1; then status=0; else status=$?; fi
 check "an unknown switch: exit 2 with the usage" bash -c "[[ $status == 2 ]] && grep -q usage '$scratch/out'"
 
+# What the script ensures: every package whose program the suite runs and a
+# minimal Debian lacks, each named in the README's "Test it" section, so a
+# bare machine gets everything before the first test (Node.js and npm were
+# once missing from both, and the browser check failed 13 minutes in).
+if PATH="$scratch/bin:$PATH" bash scripts/install-test-deps.sh --list > "$scratch/list" 2> "$scratch/out"; then status=0; else status=$?; fi
+check "--list: exit 0, no apt-get" bash -c "[[ $status == 0 ]] && ! grep -q '^apt-get ' '$scratch/out'"
+# The program each needs it for: scripts/tests/api-docs-browser.sh (node,
+# npm), crates/app/tests (chromium, haproxy, redis-server, pg_dump,
+# pg_restore, pg_basebackup, initdb, kill), the scripts (curl, promtool,
+# systemd-analyze, patroni, etcd, python3 -m venv).
+for package in nodejs npm chromium haproxy redis-server postgresql-15 postgresql-client-15 procps \
+  curl prometheus systemd patroni etcd-server python3-etcd python3-venv; do
+  check "--list names $package" grep -qx -- "$package" "$scratch/list"
+done
+test_it=$(sed -n '/^## Test it$/,/^## /p' README.md)
+while read -r package; do
+  check "the README's \"Test it\" names $package" grep -qF -- "\`$package\`" <<< "$test_it"
+done < "$scratch/list"
+
 if ((failures != 0)); then
   echo "$failures check(s) of install-test-deps.sh failed" >&2
   exit 1

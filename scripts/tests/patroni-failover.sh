@@ -211,6 +211,8 @@ postgresql:
     logging_collector: 'on'
     log_directory: $work/$node/log
     log_min_messages: warning
+  basebackup:
+    checkpoint: fast
   pg_hba:
   - local all all trust
   - host all all 127.0.0.1/32 trust

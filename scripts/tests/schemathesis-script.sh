@@ -41,6 +41,7 @@ check "a service that exits fails the script" test "$status" -ne 0
 check "it stops at once, without polling on" test $((SECONDS - started)) -lt 10
 check "it starts the executable cargo names and shows its log" grep -q "Address already in use" "$scratch/out"
 check "it says the service exited" grep -q "the service exited before it listened" "$scratch/out"
+check "it says it builds the binary before the (quiet) build" grep -q "building items-service (cargo build -p items-app --release: several minutes on a fresh clone" "$scratch/out"
 kept="$(sed -n 's/.*log is kept in \(.*service.log\)$/\1/p' "$scratch/out")"
 check "the log that explains the failure is kept" test -s "$kept"
 [[ -n "$kept" ]] && rm -rf "$(dirname "$kept")"

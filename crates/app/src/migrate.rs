@@ -22,7 +22,10 @@ use crate::store::Store;
 pub const MIGRATE_PATIENCE: Duration = Duration::from_secs(3);
 
 /// Applies the migrations the store `config` names still lacks; returns
-/// the line to print: which store is now up to date (its password hidden).
+/// the line to print: how many it applied, or that there was nothing to
+/// apply, and which store is up to date (its password hidden):
+/// `applied 2 migrations: the schema is up to date: …` or
+/// `the schema was already up to date: …`.
 ///
 /// # Errors
 /// [`StartError::Setting`] (exit 2) without `DATABASE_URL`, since in memory
@@ -38,8 +41,39 @@ pub async fn migrate(config: &StoreConfig) -> Result<String, StartError> {
     };
     let store = Store::open(config, MIGRATE_PATIENCE).await?;
     store.close().await;
-    Ok(format!(
-        "the schema is up to date: {}",
-        crate::listening::store_description(Some(url))
+    Ok(outcome(
+        store.migrations_applied(),
+        &crate::listening::store_description(Some(url)),
     ))
+}
+
+/// The line `migrate` prints once `applied` migrations brought `store` up
+/// to date.
+fn outcome(applied: usize, store: &str) -> String {
+    match applied {
+        0 => format!("the schema was already up to date: {store}"),
+        1 => format!("applied 1 migration: the schema is up to date: {store}"),
+        _ => format!("applied {applied} migrations: the schema is up to date: {store}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outcome;
+
+    #[test]
+    fn the_line_says_whether_anything_was_applied() {
+        assert_eq!(
+            outcome(0, "sqlite path=a.db"),
+            "the schema was already up to date: sqlite path=a.db"
+        );
+        assert_eq!(
+            outcome(1, "sqlite path=a.db"),
+            "applied 1 migration: the schema is up to date: sqlite path=a.db"
+        );
+        assert_eq!(
+            outcome(3, "sqlite path=a.db"),
+            "applied 3 migrations: the schema is up to date: sqlite path=a.db"
+        );
+    }
 }

@@ -49,6 +49,16 @@ impl Store {
         }
     }
 
+    /// How many migrations opening the store applied (in memory: none,
+    /// there is no schema).
+    pub(crate) fn migrations_applied(&self) -> usize {
+        match self {
+            Self::Memory => 0,
+            Self::Postgres(store) => store.migrations_applied(),
+            Self::Sqlite(store) => store.migrations_applied(),
+        }
+    }
+
     /// Its repositories; in memory, a fresh store with the seeded users.
     pub(crate) fn repositories(&self) -> Repositories {
         match self {

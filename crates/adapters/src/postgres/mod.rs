@@ -117,6 +117,8 @@ pub struct PostgresStore {
     item_reads: Coalescer<ItemReads>,
     item_creates: Coalescer<ItemCreates>,
     product_creates: Coalescer<ProductCreates>,
+    /// How many migrations [`PostgresStore::connect`] applied.
+    migrations_applied: usize,
 }
 
 impl PostgresStore {
@@ -172,7 +174,7 @@ impl PostgresStore {
             }
         };
         let mut first = first;
-        crate::sql::migrations::run_postgres(&mut first.link).await?;
+        let migrations_applied = crate::sql::migrations::run_postgres(&mut first.link).await?;
         // The pool opens its own connections as requests need them, on the
         // host the first one found.
         first.link.close(ACQUIRE_TIMEOUT).await;
@@ -195,7 +197,14 @@ impl PostgresStore {
             product_creates: Coalescer::new(pool.clone(), lanes),
             pinged: Arc::new(AtomicUsize::new(usize::MAX)),
             pool,
+            migrations_applied,
         })
+    }
+
+    /// How many migrations opening this store applied: 0 when the schema
+    /// was already up to date (or another runner brought it there first).
+    pub fn migrations_applied(&self) -> usize {
+        self.migrations_applied
     }
 
     /// The host writes go to, when the URL lists several: the host of the

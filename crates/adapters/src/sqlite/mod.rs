@@ -148,6 +148,8 @@ pub struct SqliteStore {
     point_reads: Arc<PointReads>,
     writer: Writer,
     file: Arc<StoreFile>,
+    /// How many migrations [`SqliteStore::open`] applied.
+    migrations_applied: usize,
 }
 
 impl SqliteStore {
@@ -165,7 +167,7 @@ impl SqliteStore {
         // one: off the async workers.
         let file = path.clone();
         let opening = settings.clone();
-        let (writing, readers, point_reads, file) =
+        let (writing, migrations_applied, readers, point_reads, file) =
             tokio::task::spawn_blocking(move || open_file(&file, &opening))
                 .await
                 .map_err(|stopped| OpenError::Open {
@@ -178,7 +180,14 @@ impl SqliteStore {
             point_reads: Arc::new(point_reads),
             writer: Writer::start(writing, Arc::clone(&file), &settings),
             file,
+            migrations_applied,
         })
+    }
+
+    /// How many migrations opening this store applied: 0 when the file's
+    /// schema was already up to date.
+    pub fn migrations_applied(&self) -> usize {
+        self.migrations_applied
     }
 
     /// The three repositories, sharing this store's writer and readers;
@@ -267,16 +276,17 @@ impl items_domain::HealthCheck for SqliteStore {
 }
 
 /// The writing connection to `path` (the file created when missing), its
-/// schema brought up to date, then the readers; and the file as opened.
+/// schema brought up to date (how many migrations that applied), then the
+/// readers; and the file as opened.
 fn open_file(
     path: &Path,
     settings: &SqliteSettings,
-) -> Result<(rusqlite::Connection, Readers, PointReads, StoreFile), OpenError> {
+) -> Result<(rusqlite::Connection, usize, Readers, PointReads, StoreFile), OpenError> {
     let cannot_open = |source: rusqlite::Error| OpenError::Open {
         path: path.to_owned(),
         source: source.into(),
     };
-    let writing = open_writing(path, settings.busy_timeout)?;
+    let (writing, migrations_applied) = open_writing(path, settings.busy_timeout)?;
     let file = StoreFile::opened(path).map_err(|source| OpenError::Open {
         path: path.to_owned(),
         source: source.into(),
@@ -284,12 +294,15 @@ fn open_file(
     let readers =
         Readers::open(path, settings.readers, settings.busy_timeout).map_err(cannot_open)?;
     let point_reads = PointReads::open(path, settings.busy_timeout).map_err(cannot_open)?;
-    Ok((writing, readers, point_reads, file))
+    Ok((writing, migrations_applied, readers, point_reads, file))
 }
 
 /// The writing connection to `path` (the file created when missing), its
-/// schema brought up to date.
-fn open_writing(path: &Path, busy_timeout: Duration) -> Result<rusqlite::Connection, OpenError> {
+/// schema brought up to date, and how many migrations that applied.
+fn open_writing(
+    path: &Path,
+    busy_timeout: Duration,
+) -> Result<(rusqlite::Connection, usize), OpenError> {
     let cannot_open = |source: Box<dyn std::error::Error + Send + Sync>| OpenError::Open {
         path: path.to_owned(),
         source,
@@ -304,6 +317,6 @@ fn open_writing(path: &Path, busy_timeout: Duration) -> Result<rusqlite::Connect
     {
         return Err(cannot_open("the file cannot be written (read-only)".into()));
     }
-    crate::sql::migrations::run_sqlite(&mut connection)?;
-    Ok(connection)
+    let applied = crate::sql::migrations::run_sqlite(&mut connection)?;
+    Ok((connection, applied))
 }

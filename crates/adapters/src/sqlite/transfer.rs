@@ -168,7 +168,7 @@ impl SqliteSink {
     /// brought up to date.
     pub async fn open(path: &Path) -> Result<Self, OpenError> {
         let held = open_end(path, |path| {
-            let connection = open_writing(path, BUSY_TIMEOUT)?;
+            let (connection, _) = open_writing(path, BUSY_TIMEOUT)?;
             connection
                 .execute_batch("begin immediate")
                 .map_err(cannot_open(path))?;

@@ -130,7 +130,9 @@ impl Settings {
 
 /// The running trace pipeline; dropping it sends what is left (waiting
 /// 2 s at most) and stops the processor's thread. Drop it
-/// outside async code, while the runtime it was built in still runs.
+/// outside async code, while the runtime it was built in still runs, and
+/// before the log's writer: a collector that does not answer holds the
+/// exit for those 2 s, after the `stopped` line, and the log says so.
 #[derive(Debug)]
 pub struct Traces {
     provider: SdkTracerProvider,
@@ -138,7 +140,14 @@ pub struct Traces {
 
 impl Drop for Traces {
     fn drop(&mut self) {
-        let _ = self.provider.shutdown_with_timeout(SHUTDOWN_PATIENCE);
+        if let Err(error) = self.provider.shutdown_with_timeout(SHUTDOWN_PATIENCE) {
+            tracing::warn!(
+                %error,
+                "the last spans were not sent: the OTLP collector did not take them within \
+                 {} s; exiting without them",
+                SHUTDOWN_PATIENCE.as_secs()
+            );
+        }
     }
 }
 

@@ -78,6 +78,42 @@ async fn without_an_admin_port_there_is_no_admin_listener_and_sigterm_exits_at_o
 }
 
 #[tokio::test]
+async fn with_an_admin_port_the_process_exits_promptly_after_its_stopped_line_c1_c11() {
+    let mut service = Service::start(&[("ADMIN_PORT", "0"), ("SHUTDOWN_DRAIN_MS", "200")]).await;
+    // A prober and a scraper that keep their connections open, as a load
+    // balancer and Prometheus do, and a client of the public port.
+    let admin = service.admin();
+    assert_eq!(admin.get("/readyz").await.status(), 200);
+    assert_eq!(admin.get("/metrics").await.status(), 200);
+    assert_eq!(service.client.get("/").await.status(), 200);
+
+    service.terminate();
+    let signalled = Instant::now();
+    let logged_stopped = loop {
+        let log = std::fs::read_to_string(service.log_path()).unwrap();
+        if log.contains("items_service: stopped") {
+            break Instant::now();
+        }
+        if let Some(status) = service.child.try_wait().unwrap() {
+            panic!("exited ({status:?}) without its stopped line: {log}");
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(10),
+            "no stopped line: {log}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let status = service.wait(Duration::from_secs(10)).await;
+
+    assert!(status.success(), "{status:?}");
+    let after_stopped = logged_stopped.elapsed();
+    assert!(
+        after_stopped < Duration::from_secs(1),
+        "exited {after_stopped:?} after its stopped line"
+    );
+}
+
+#[tokio::test]
 async fn admin_host_keeps_the_admin_listener_off_the_public_address_c1_c11() {
     // Public on every interface, admin on loopback's 127.0.0.1 only: the
     // public port answers on 127.0.0.2 too, the admin port does not.

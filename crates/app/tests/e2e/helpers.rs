@@ -230,6 +230,12 @@ impl Service {
         self.client.url(path)
     }
 
+    /// Its log (stdout) as written so far: `service.log`.
+    #[allow(dead_code)] // used by some test modules only
+    pub fn log_path(&self) -> std::path::PathBuf {
+        self.files.path().join("service.log")
+    }
+
     /// Its `UPLOADS_DIR`, unless the test set one of its own.
     #[allow(dead_code)] // used by some test modules only
     pub fn uploads_dir(&self) -> std::path::PathBuf {

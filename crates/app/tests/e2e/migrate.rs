@@ -1,7 +1,8 @@
 //! `items-service migrate` (C1, `docs/operations.md` "Upgrading"): the
 //! built binary applies the schema to a scratch PostgreSQL database, or to
-//! a new SQLite file, and exits 0, does nothing the second time, and
-//! otherwise exits with one line saying why.
+//! a new SQLite file, and exits 0 saying how many migrations it applied,
+//! does nothing the second time and says so, and otherwise exits with one
+//! line saying why.
 
 use std::time::{Duration, Instant};
 
@@ -52,8 +53,13 @@ async fn migrate_applies_the_schema_and_a_second_run_changes_nothing_c1() {
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert_eq!(stderr, "");
     assert_eq!(stdout.lines().count(), 1, "{stdout:?}");
-    assert!(stdout.starts_with("items-service: the schema is up to date: PostgreSQL "));
     let (tables, applied) = schema_of(&database).await;
+    assert!(
+        stdout.starts_with(&format!(
+            "items-service: applied {applied} migrations: the schema is up to date: PostgreSQL "
+        )),
+        "{stdout:?}"
+    );
     for table in ["items", "products", "users", "_sqlx_migrations"] {
         assert!(
             tables.iter().any(|name| name == table),
@@ -62,10 +68,19 @@ async fn migrate_applies_the_schema_and_a_second_run_changes_nothing_c1() {
     }
     assert!(applied >= 2, "{applied} migrations recorded");
 
-    let (again, _, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
+    let (again, stdout_again, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
 
     assert_eq!(again.code(), Some(0), "{stderr}");
     assert_eq!(schema_of(&database).await, (tables, applied), "a no-op");
+    assert_eq!(
+        stdout_again,
+        stdout.replacen(
+            &format!("applied {applied} migrations: the schema is up to date"),
+            "the schema was already up to date",
+            1
+        ),
+        "the second run says it applied nothing"
+    );
     database.drop().await;
 }
 
@@ -213,13 +228,6 @@ async fn migrate_creates_and_migrates_a_sqlite_file_c1_c12() {
     let (status, stdout, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
 
     assert_eq!(status.code(), Some(0), "{stderr}");
-    assert_eq!(
-        stdout,
-        format!(
-            "items-service: the schema is up to date: sqlite path={}\n",
-            file.display()
-        )
-    );
     let connection =
         rusqlite::Connection::open_with_flags(&file, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .unwrap();
@@ -230,6 +238,13 @@ async fn migrate_creates_and_migrates_a_sqlite_file_c1_c12() {
         .unwrap()
         .collect::<rusqlite::Result<_>>()
         .unwrap();
+    let applied: i64 = connection
+        .query_row(
+            "select count(*) from _sqlx_migrations where success",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
     connection.close().map_err(|(_, error)| error).unwrap();
     for table in ["items", "products", "users"] {
         assert!(
@@ -237,6 +252,23 @@ async fn migrate_creates_and_migrates_a_sqlite_file_c1_c12() {
             "{table} in {tables:?}"
         );
     }
-    let (again, _, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
+    assert!(applied >= 2, "{applied} migrations recorded");
+    assert_eq!(
+        stdout,
+        format!(
+            "items-service: applied {applied} migrations: the schema is up to date: sqlite path={}\n",
+            file.display()
+        )
+    );
+
+    let (again, stdout, stderr) = run_to_exit(&[("DATABASE_URL", &url)], &["migrate"]);
+
     assert_eq!(again.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        format!(
+            "items-service: the schema was already up to date: sqlite path={}\n",
+            file.display()
+        )
+    );
 }

@@ -493,6 +493,39 @@ async fn a_collector_that_never_answers_costs_spans_not_request_time_c11() {
     drop(blackhole);
 }
 
+/// At exit the last spans get 2 s (`SHUTDOWN_PATIENCE`): a collector that
+/// never answers holds the exit that long after the `stopped` line, and
+/// no longer, and the log says why.
+#[tokio::test]
+async fn a_collector_that_never_answers_holds_the_exit_2_s_and_the_log_says_so_c11() {
+    let blackhole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", blackhole.local_addr().unwrap());
+    let mut settings = exporting(&endpoint, Protocol::HttpProtobuf);
+    settings.extend([("ADMIN_PORT", "0"), ("SHUTDOWN_DRAIN_MS", "0")]);
+    let mut service = Service::start(&settings).await;
+    assert_eq!(service.client.get("/").await.status(), 200);
+    // The batch goes out (and hangs) every 100 ms; these wait behind it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(service.client.get("/").await.status(), 200);
+
+    service.terminate();
+    let log = service.log_once_it_contains("items_service: stopped").await;
+    let stopped = Instant::now();
+    let status = service.wait(Duration::from_secs(10)).await;
+    let held = stopped.elapsed();
+
+    assert!(status.success(), "{status:?}");
+    assert!(held < Duration::from_secs(4), "held the exit {held:?}");
+    let log = std::fs::read_to_string(service.log_path()).unwrap_or(log);
+    assert!(
+        log.contains(
+            "the last spans were not sent: the OTLP collector did not take them within 2 s"
+        ),
+        "{log}"
+    );
+    drop(blackhole);
+}
+
 #[tokio::test]
 async fn a_collector_that_is_not_there_costs_spans_not_request_time_c11() {
     // A port that was just free: connections to it are refused.

@@ -124,11 +124,14 @@ response carries X-Content-Type-Options: nosniff.",
 )]
 struct ApiDoc;
 
-/// The document as pretty JSON, exactly as `items-service openapi` prints it.
+/// The document as pretty JSON ending in a newline, exactly as
+/// `items-service openapi` prints it and the admin listener serves it.
 pub fn openapi_json() -> String {
-    ApiDoc::openapi()
+    let mut document = ApiDoc::openapi()
         .to_pretty_json()
-        .unwrap_or_else(|error| format!("{{\"error\":\"{error}\"}}"))
+        .unwrap_or_else(|error| format!("{{\"error\":\"{error}\"}}"));
+    document.push('\n');
+    document
 }
 
 /// The (path, method) pairs the document describes, for the test that

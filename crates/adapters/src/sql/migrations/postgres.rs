@@ -44,16 +44,17 @@ const INSERT_ROW: &str = "INSERT INTO _sqlx_migrations ( version, description, s
 /// task may slip a statement into them meanwhile. The client should carry
 /// no `statement_timeout`: a migration (an index built on a large table)
 /// may take longer than any request's budget. The lock waits as long as
-/// another runner migrates.
+/// another runner migrates. Returns how many migrations this run applied
+/// (0: the schema was already up to date).
 ///
 /// # Errors
 /// See [`MigrateError`]; what was applied before the error stays applied.
-pub(crate) async fn run_postgres(client: &mut Client) -> Result<(), MigrateError> {
+pub(crate) async fn run_postgres(client: &mut Client) -> Result<usize, MigrateError> {
     apply(client, POSTGRES).await
 }
 
 /// [`run_postgres`] with the migrations given, in version order.
-async fn apply(client: &mut Client, migrations: &[Migration]) -> Result<(), MigrateError> {
+async fn apply(client: &mut Client, migrations: &[Migration]) -> Result<usize, MigrateError> {
     let database: String = client
         .query_one("SELECT current_database()", &[])
         .await
@@ -70,9 +71,9 @@ async fn apply(client: &mut Client, migrations: &[Migration]) -> Result<(), Migr
         .await;
     // The first error is the one to tell; a release that fails after it
     // comes of the same lost connection, which ends the lock anyway.
-    applied?;
+    let applied = applied?;
     released.map_err(MigrateError::lock)?;
-    Ok(())
+    Ok(applied)
 }
 
 /// sqlx's `generate_lock_id`: the CRC-32 (ISO-HDLC, zlib's) of the
@@ -96,17 +97,21 @@ fn crc32(bytes: &[u8]) -> u32 {
     !crc
 }
 
-/// The run itself, the lock held.
-async fn apply_locked(client: &mut Client, migrations: &[Migration]) -> Result<(), MigrateError> {
+/// The run itself, the lock held; how many migrations it applied.
+async fn apply_locked(
+    client: &mut Client,
+    migrations: &[Migration],
+) -> Result<usize, MigrateError> {
     client
         .batch_execute(CREATE_TABLE)
         .await
         .map_err(MigrateError::table)?;
     let recorded = recorded(client).await?;
-    for migration in plan("postgres", migrations, &recorded)? {
+    let pending = plan("postgres", migrations, &recorded)?;
+    for migration in &pending {
         apply_one(client, migration).await?;
     }
-    Ok(())
+    Ok(pending.len())
 }
 
 /// What `_sqlx_migrations` holds.

@@ -32,24 +32,29 @@ const INSERT_ROW: &str = "INSERT INTO _sqlx_migrations ( version, description, s
      VALUES ( ?1, ?2, TRUE, ?3, -1 )";
 
 /// Brings the file of `connection` (a writing one) up to date with every
-/// migration of `crates/adapters/migrations_sqlite`.
+/// migration of `crates/adapters/migrations_sqlite`. Returns how many
+/// migrations this run applied (0: the schema was already up to date; one
+/// another process applied meanwhile is not counted).
 ///
 /// # Errors
 /// See [`MigrateError`]; what was applied before the error stays applied.
-pub(crate) fn run_sqlite(connection: &mut Connection) -> Result<(), MigrateError> {
+pub(crate) fn run_sqlite(connection: &mut Connection) -> Result<usize, MigrateError> {
     apply(connection, SQLITE)
 }
 
 /// [`run_sqlite`] with the migrations given, in version order.
-fn apply(connection: &mut Connection, migrations: &[Migration]) -> Result<(), MigrateError> {
+fn apply(connection: &mut Connection, migrations: &[Migration]) -> Result<usize, MigrateError> {
     connection
         .execute_batch(CREATE_TABLE)
         .map_err(MigrateError::table)?;
     let recorded = recorded(connection)?;
+    let mut applied = 0;
     for migration in plan("sqlite", migrations, &recorded)? {
-        apply_one(connection, migration, &migration.checksum())?;
+        if apply_one(connection, migration, &migration.checksum())? {
+            applied += 1;
+        }
     }
-    Ok(())
+    Ok(applied)
 }
 
 /// What `_sqlx_migrations` holds.
@@ -79,13 +84,13 @@ fn recorded_checksum(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result
 }
 
 /// Applies `migration` and records it, in one transaction that holds the
-/// write lock from its start; nothing when another process recorded it
-/// meanwhile (with the same checksum).
+/// write lock from its start; nothing (`false`) when another process
+/// recorded it meanwhile (with the same checksum).
 fn apply_one(
     connection: &mut Connection,
     migration: &Migration,
     checksum: &[u8],
-) -> Result<(), MigrateError> {
+) -> Result<bool, MigrateError> {
     let started = Instant::now();
     if migration.no_transaction() {
         // As sqlx: the script and its row, each on its own; a file that
@@ -114,7 +119,7 @@ fn apply_one(
             .map_err(MigrateError::table)?;
         match recorded {
             // Dropping the transaction rolls it back: it wrote nothing.
-            Some(recorded) if recorded == checksum => return Ok(()),
+            Some(recorded) if recorded == checksum => return Ok(false),
             Some(_) => return Err(MigrateError::VersionMismatch(migration.version)),
             None => {}
         }
@@ -138,5 +143,5 @@ fn apply_one(
             params![nanos, migration.version],
         )
         .map_err(MigrateError::table)?;
-    Ok(())
+    Ok(true)
 }

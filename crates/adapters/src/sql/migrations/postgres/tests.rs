@@ -256,10 +256,14 @@ async fn the_table_is_the_one_sqlx_creates() {
 async fn a_second_run_applies_nothing() {
     let database = scratch().await;
     let mut client = connect(&database).await;
-    run_postgres(&mut client).await.unwrap();
+    assert_eq!(run_postgres(&mut client).await.unwrap(), POSTGRES.len());
     let first = rows(&client).await;
 
-    run_postgres(&mut client).await.unwrap();
+    assert_eq!(
+        run_postgres(&mut client).await.unwrap(),
+        0,
+        "applied nothing"
+    );
 
     assert_eq!(rows(&client).await, first);
     database.drop().await;
@@ -374,7 +378,11 @@ async fn runners_started_together_apply_each_migration_once() {
     }
 
     let runs = clients.into_iter().map(|mut client| {
-        tokio::spawn(async move { run_postgres(&mut client).await.map(|()| client) })
+        tokio::spawn(async move {
+            run_postgres(&mut client)
+                .await
+                .map(|applied| (applied, client))
+        })
     });
     let mut finished = Vec::new();
     for run in runs.collect::<Vec<_>>() {
@@ -383,10 +391,16 @@ async fn runners_started_together_apply_each_migration_once() {
         finished.push(run.expect("every runner finishes").unwrap().unwrap());
     }
 
-    let recorded = rows(&finished[0]).await;
+    let recorded = rows(&finished[0].1).await;
     let versions: Vec<i64> = recorded.iter().map(|row| row.0).collect();
     let known: Vec<i64> = POSTGRES.iter().map(|migration| migration.version).collect();
     assert_eq!(versions, known);
+    let applied: usize = finished.iter().map(|(applied, _)| applied).sum();
+    assert_eq!(
+        applied,
+        POSTGRES.len(),
+        "each counted by the one runner that applied it"
+    );
     database.drop().await;
 }
 

@@ -115,10 +115,10 @@ fn a_new_file_gets_every_migration_recorded_as_sqlx_records_it() {
 #[test]
 fn a_second_run_applies_nothing() {
     let mut connection = memory();
-    run_sqlite(&mut connection).unwrap();
+    assert_eq!(run_sqlite(&mut connection).unwrap(), SQLITE.len());
     let first = rows(&connection);
 
-    run_sqlite(&mut connection).unwrap();
+    assert_eq!(run_sqlite(&mut connection).unwrap(), 0, "applied nothing");
 
     assert_eq!(rows(&connection), first);
 }
