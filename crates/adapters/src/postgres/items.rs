@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use items_domain::{
     Id, IdempotencyKey, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed,
-    Name, Replaced, RepositoryError,
+    ListingHead, Name, Replaced, RepositoryError,
 };
 
 use super::coalesce::{Coalescer, ItemCreates, ItemReads};
@@ -42,6 +42,10 @@ impl PostgresItemRepository {
 
 /// The number of items: the sum of the tally's slots (migration 0002).
 const TOTAL: &str = "select coalesce(sum(items), 0)::bigint from item_tally";
+/// The listing's version and total: the sums of the tally's `writes` and
+/// `items`, in one statement, so they agree.
+const TALLY: &str =
+    "select coalesce(sum(writes), 0)::bigint, coalesce(sum(items), 0)::bigint from item_tally";
 /// The number of items named `$1`.
 const NAMED_TOTAL: &str = "select count(*) from items where name = $1";
 
@@ -162,12 +166,7 @@ impl ItemRepository for PostgresItemRepository {
         connection
             .begin("begin isolation level repeatable read, read only")
             .await?;
-        let tally = connection
-            .query_one(
-                "select coalesce(sum(writes), 0)::bigint, coalesce(sum(items), 0)::bigint from item_tally",
-                &[],
-            )
-            .await?;
+        let tally = connection.query_one(TALLY, &[]).await?;
         let (version, total): (i64, i64) = (column(&tally, 0)?, column(&tally, 1)?);
         let cursor = Cursor {
             connection,
@@ -180,6 +179,18 @@ impl ItemRepository for PostgresItemRepository {
             version: u64::try_from(version).unwrap_or(0),
             total: u64::try_from(total).unwrap_or(0),
             batches: Box::pin(batches),
+        })
+    }
+
+    /// The tally alone, one statement on a pooled connection: no
+    /// transaction.
+    async fn listing_head(&self) -> Result<ListingHead, RepositoryError> {
+        let mut connection = lease(&self.pool).await?;
+        let tally = connection.query_one(TALLY, &[]).await?;
+        let (version, total): (i64, i64) = (column(&tally, 0)?, column(&tally, 1)?);
+        Ok(ListingHead {
+            version: u64::try_from(version).unwrap_or(0),
+            total: u64::try_from(total).unwrap_or(0),
         })
     }
 

@@ -11,8 +11,8 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use items_domain::{
-    Id, IdempotencyKey, Item, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed, Name,
-    Replaced, RepositoryError,
+    Id, IdempotencyKey, Item, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed, ListingHead,
+    Name, Replaced, RepositoryError,
 };
 use rusqlite::Connection;
 
@@ -142,6 +142,16 @@ impl ItemRepository for SqliteItemRepository {
     /// mean equal rows.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
         listing::open(&self.readers).await
+    }
+
+    /// The tally row alone, on the calling thread (`point_reads.rs`): no
+    /// reader, no snapshot.
+    async fn listing_head(&self) -> Result<ListingHead, RepositoryError> {
+        let (version, total) = self.point_reads.tally()?;
+        Ok(ListingHead {
+            version: u64::try_from(version).unwrap_or(0),
+            total: u64::try_from(total).unwrap_or(0),
+        })
     }
 
     /// One B-tree lookup, on the calling thread (`point_reads.rs`).
