@@ -31,6 +31,7 @@ mod request_trace;
 mod respond;
 mod routes;
 mod server;
+mod spool;
 mod uploads;
 mod users;
 
@@ -50,6 +51,7 @@ pub use request_log::{REQUEST_TARGET, RequestLog, RequestRecord, TracingRequestL
 pub use request_trace::{RequestTracer, TraceIds};
 pub use routes::route_table;
 pub use server::{HttpServer, HttpServerHandle};
+pub use spool::SpoolSettings;
 pub use uploads::UploadLimits;
 
 /// The use cases the HTTP adapter drives.
@@ -104,4 +106,7 @@ pub struct HttpSettings {
     /// The server span of each request when traces are on (C11); `None`:
     /// no span, and nothing else to pay.
     pub tracer: Option<Arc<dyn RequestTracer>>,
+    /// Where a streamed response waits for a client slower than the store
+    /// (C12: the full listing's spool).
+    pub spool: SpoolSettings,
 }

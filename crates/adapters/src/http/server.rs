@@ -98,6 +98,7 @@ impl HttpServer {
         let users = web::Data::new(services.users);
         let uploads = web::Data::new(Uploads::new(services.uploads, settings.upload_limits));
         let body_limits = settings.body_limits;
+        let spooling = web::Data::new(settings.spool);
         // One limiter for all workers, so a client's budget is per process
         // (or per fleet, over Redis), not per worker thread.
         let limiter = Arc::new(Limiter::new(settings.rate_limit, services.rate_limits));
@@ -121,6 +122,7 @@ impl HttpServer {
                 .app_data(products.clone())
                 .app_data(users.clone())
                 .app_data(uploads.clone())
+                .app_data(spooling.clone())
                 .app_data(body_limits)
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
@@ -180,6 +182,7 @@ impl Default for HttpSettings {
             draining: super::Draining::default(),
             request_log: super::request_log::default_sink(),
             tracer: None,
+            spool: super::SpoolSettings::default(),
         }
     }
 }

@@ -1,13 +1,16 @@
 //! What a client costs the store (C12: "a client never holds the store",
 //! "`HEAD` costs only the headers"): a `HEAD` of the full listing reads no
-//! row of it.
+//! row of it; a client that stops reading the full listing holds no store
+//! connection, reader or snapshot, and its spool leaves no file behind.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
+use items_adapters::http::{HttpSettings, SpoolSettings};
 use items_adapters::memory::{
     InMemoryItemRepository, InMemoryProductRepository, InMemoryUserRepository,
 };
@@ -17,16 +20,29 @@ use items_domain::{
 };
 use items_testkit::Repositories;
 use reqwest::Method;
+use tempfile::TempDir;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
 
 use crate::support::*;
 
 /// In-memory items that count what their full listings cost: listings
-/// opened and batches handed out.
+/// opened, listings still held (not yet dropped) and batches handed out.
 #[derive(Clone, Default)]
 struct Counted {
     items: Arc<InMemoryItemRepository>,
     listings: Arc<AtomicUsize>,
+    held: Arc<AtomicUsize>,
     batches: Arc<AtomicUsize>,
+}
+
+/// Counts a listing as held until its stream is dropped.
+struct Held(Arc<AtomicUsize>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Counted {
@@ -50,12 +66,15 @@ impl Counted {
     }
 
     async fn serve(&self) -> TestApp {
-        TestApp::spawn(TestServices::over(Repositories::new(
+        TestApp::spawn(self.services()).await
+    }
+
+    fn services(&self) -> TestServices {
+        TestServices::over(Repositories::new(
             self.clone(),
             InMemoryProductRepository::new(),
             InMemoryUserRepository::seeded(),
-        )))
-        .await
+        ))
     }
 }
 
@@ -69,10 +88,13 @@ impl ItemRepository for Counted {
         self.listings.fetch_add(1, Ordering::SeqCst);
         let listing = self.items.list_all().await?;
         let batches = Arc::clone(&self.batches);
+        self.held.fetch_add(1, Ordering::SeqCst);
+        let held = Held(Arc::clone(&self.held));
         Ok(ItemListing {
             batches: listing
                 .batches
                 .inspect(move |_| {
+                    let _held = &held;
                     batches.fetch_add(1, Ordering::SeqCst);
                 })
                 .boxed(),
@@ -214,4 +236,164 @@ async fn head_of_a_listing_too_short_to_know_its_size_reads_its_few_rows_only_c7
     }
     assert_eq!(header(&get, "content-encoding"), "gzip");
     assert!(counted.spent().1 <= 2, "one batch for HEAD, one for GET");
+}
+
+/// A server over `services` whose spools go to a directory of the test's
+/// own, so the test can see their files (and nobody else's).
+async fn spooling_in(directory: &Path, services: TestServices) -> TestApp {
+    let settings = HttpSettings {
+        spool: SpoolSettings {
+            directory: directory.to_owned(),
+            ..SpoolSettings::default()
+        },
+        ..test_settings()
+    };
+    TestApp::spawn_with(settings, services).await
+}
+
+/// The files this process holds open in `directory`: a spool's file has
+/// no name, but `/proc` still shows where it was made. The server runs in
+/// the test's process.
+fn spool_files_in(directory: &Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| target.starts_with(directory))
+        .count()
+}
+
+/// Waits up to `patience` for `holds` to hold.
+async fn eventually(patience: Duration, what: &str, mut holds: impl FnMut() -> bool) {
+    let deadline = Instant::now() + patience;
+    while !holds() {
+        assert!(Instant::now() < deadline, "after {patience:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A client that asks for the full listing, reads its head and then
+/// stops: with a receive buffer of 4 KiB, the server soon has nothing it
+/// can send, and would wait for it for ever.
+struct StalledClient {
+    stream: TcpStream,
+    /// What came after the head, so far (the body, chunked).
+    body: Vec<u8>,
+}
+
+impl StalledClient {
+    async fn ask(port: u16) -> Self {
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stream = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
+        stream
+            .write_all(b"GET /items HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut read = Vec::new();
+        let head_end = loop {
+            let mut buffer = [0; 1024];
+            let n = stream.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "the server closed before the head");
+            read.extend_from_slice(&buffer[..n]);
+            if let Some(at) = read.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+        };
+        let head = String::from_utf8_lossy(&read[..head_end]).into_owned();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(
+            head.to_lowercase().contains("transfer-encoding: chunked"),
+            "{head}"
+        );
+        Self {
+            stream,
+            body: read[head_end..].to_vec(),
+        }
+    }
+
+    /// Reads on to the end: the body, dechunked, or an error when the
+    /// server cut it (a reset, or a close before the last chunk).
+    async fn read_the_rest(mut self) -> std::io::Result<Vec<u8>> {
+        self.stream.read_to_end(&mut self.body).await?;
+        dechunked(&self.body)
+            .ok_or_else(|| std::io::Error::other("the body ended before its last chunk"))
+    }
+}
+
+/// A chunked body's bytes, if it ends with its last chunk.
+fn dechunked(mut raw: &[u8]) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    loop {
+        let line = raw.windows(2).position(|w| w == b"\r\n")?;
+        let size = usize::from_str_radix(std::str::from_utf8(&raw[..line]).ok()?, 16).ok()?;
+        raw = &raw[line + 2..];
+        if size == 0 {
+            return Some(body);
+        }
+        body.extend_from_slice(raw.get(..size)?);
+        raw = raw.get(size + 2..)?;
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_the_full_listing_holds_no_listing_and_later_gets_it_whole_c7_c10_c12()
+ {
+    let spool = TempDir::new().unwrap();
+    // ~8.6 MB of JSON: more than the sockets' buffers hold.
+    let counted = Counted::with(300_000).await;
+    let app = spooling_in(spool.path(), counted.services()).await;
+    let whole = app.get("/items").await.bytes().await.unwrap();
+    eventually(Duration::from_secs(5), "the first listing let go", || {
+        counted.held.load(Ordering::SeqCst) == 0
+    })
+    .await;
+    counted.batches.store(0, Ordering::SeqCst);
+
+    let stalled = StalledClient::ask(app.port).await;
+
+    eventually(
+        Duration::from_secs(10),
+        "the listing is read to its end and let go while its client reads nothing",
+        || counted.held.load(Ordering::SeqCst) == 0,
+    )
+    .await;
+    assert_eq!(counted.batches.load(Ordering::SeqCst), 300);
+    assert_eq!(
+        spool_files_in(spool.path()),
+        1,
+        "what the client has not read waits in a file"
+    );
+    app.create_item("written meanwhile").await;
+
+    let body = stalled.read_the_rest().await.unwrap();
+    assert!(body == whole, "the same bytes as the listing read at once");
+    eventually(Duration::from_secs(2), "the spool's file is gone", || {
+        spool_files_in(spool.path()) == 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_mid_listing_leaves_no_spool_file_c12() {
+    let spool = TempDir::new().unwrap();
+    let counted = Counted::with(300_000).await;
+    let app = spooling_in(spool.path(), counted.services()).await;
+
+    let stalled = StalledClient::ask(app.port).await;
+    eventually(
+        Duration::from_secs(10),
+        "the listing spilled to a file",
+        || spool_files_in(spool.path()) == 1,
+    )
+    .await;
+    drop(stalled);
+
+    eventually(Duration::from_secs(2), "the spool's file is gone", || {
+        spool_files_in(spool.path()) == 0
+    })
+    .await;
+    eventually(Duration::from_secs(2), "the listing is let go", || {
+        counted.held.load(Ordering::SeqCst) == 0
+    })
+    .await;
 }

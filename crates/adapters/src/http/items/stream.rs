@@ -9,6 +9,11 @@
 //!   (actix closes the connection without the last chunk, so the client
 //!   sees it incomplete), and the failure is logged as an error naming the
 //!   request;
+//! - the store is read at its own pace, never the client's (C12): past the
+//!   first batch, a task of the worker's reads the listing to its end into
+//!   a spool (`http/spool.rs`) and the client is served from it, so the
+//!   store's connection, reader and snapshot are given back as soon as the
+//!   store has been read, however slowly the client reads;
 //! - a `HEAD`, and a `GET` whose `If-None-Match` names the current tag,
 //!   read no row (C12: `HEAD` costs only the headers): the listing's head
 //!   (version and total) decides every header, except for a listing too
@@ -32,6 +37,7 @@ use crate::http::conditional::{listing_tag, none_match_fails};
 use crate::http::problem::ApiError;
 use crate::http::request_log::REQUEST_TARGET;
 use crate::http::respond::APPLICATION_JSON;
+use crate::http::spool::{Refused, SpoolSettings, SpoolWriter, spool};
 use crate::report::ErrorChain;
 
 /// Listings of at least this many items are at least 1 KiB, whatever the
@@ -47,6 +53,7 @@ const SURELY_LARGE: u64 = surely_at_least(compress::MIN_BYTES);
 pub(super) async fn stream_all(
     service: &ItemService,
     request: &HttpRequest,
+    spooling: &SpoolSettings,
 ) -> Result<HttpResponse, ApiError> {
     let head_only = request.method() == Method::HEAD;
     if head_only || request.headers().contains_key(header::IF_NONE_MATCH) {
@@ -99,20 +106,13 @@ pub(super) async fn stream_all(
     } else {
         batches.boxed()
     };
-    let rest = rest.map(move |batch| {
-        let batch = batch.inspect_err(cut_short).map_err(io::Error::other)?;
-        items
-            .chunk(&batch)
-            .map(Bytes::from)
-            .map_err(io::Error::other)
-    });
-    let body = stream::once(async { Ok(Bytes::from(first)) })
-        .chain(rest)
-        .chain(stream::once(async { Ok(Bytes::from_static(b"]")) }));
-    Ok(match encoder {
-        Some(encoder) => shape.respond(listing.total, compressed(Box::pin(body), encoder)),
-        None => shape.respond(listing.total, body),
-    })
+    let first = Bytes::from(encoded(&mut encoder, &first).map_err(ApiError::internal)?);
+    let (writer, reader) = spool(spooling);
+    // On the worker's thread, beside the response it feeds; it ends when
+    // the store is read or the client is gone.
+    actix_web::rt::spawn(read_the_rest(rest, items, encoder, writer));
+    let body = stream::once(async { Ok(first) }).chain(reader);
+    Ok(shape.respond(listing.total, body))
 }
 
 /// What the listing's headers say, decided before its body.
@@ -179,25 +179,68 @@ fn encoded(encoder: &mut Option<StreamEncoder>, chunk: &[u8]) -> io::Result<Vec<
     }
 }
 
-/// `body` compressed as it streams: each chunk through `encoder`, flushed,
-/// then its end; a failure of `body` ends the stream there, unterminated.
-fn compressed(
-    body: impl Stream<Item = io::Result<Bytes>> + Unpin + 'static,
-    encoder: StreamEncoder,
-) -> impl Stream<Item = io::Result<Bytes>> + 'static {
-    stream::unfold((body, Some(encoder)), |(mut body, encoder)| async move {
-        let mut encoder = encoder?;
-        let out = match body.next().await {
-            Some(Ok(chunk)) => encoder.push(&chunk).map(|bytes| (bytes, Some(encoder))),
-            Some(Err(error)) => Err(error),
-            None => encoder.finish().map(|last| (last, None)),
+/// Reads the listing's `rest` to its end at the store's pace, writing each
+/// batch (as JSON, compressed when `encoder` is set) into the spool, then
+/// the array's end. Lets go of the store as soon as it is read, or as soon
+/// as the client is gone.
+async fn read_the_rest(
+    mut rest: BoxStream<'static, ItemBatch>,
+    mut items: Items,
+    mut encoder: Option<StreamEncoder>,
+    mut spool: SpoolWriter,
+) {
+    while let Some(batch) = rest.next().await {
+        if spool.reader_gone() {
+            return;
+        }
+        let chunk = match batch {
+            Ok(batch) => items
+                .chunk(&batch)
+                .map_err(io::Error::other)
+                .and_then(|chunk| encoded(&mut encoder, &chunk)),
+            Err(error) => {
+                cut_short(&error);
+                return spool.fail(io::Error::other(error));
+            }
         };
-        Some(match out {
-            Ok((bytes, encoder)) => (Ok(bytes), (body, encoder)),
-            Err(error) => (Err(error), (body, None)),
-        })
-    })
-    .filter(|chunk| std::future::ready(!matches!(chunk, Ok(bytes) if bytes.is_empty())))
+        let pushed = match chunk {
+            Ok(chunk) => spool.push(Bytes::from(chunk)).await,
+            Err(error) => Err(Refused::File(error)),
+        };
+        match pushed {
+            Ok(()) => {}
+            Err(Refused::ReaderGone) => return,
+            Err(Refused::File(error)) => {
+                spool_failed(&error);
+                return spool.fail(error);
+            }
+        }
+        // A store whose batches are always ready (the in-memory one) would
+        // otherwise keep the worker from every other request until the end.
+        tokio::task::yield_now().await;
+    }
+    // The store is read: its connection, reader or snapshot goes back now.
+    drop(rest);
+    let last = encoded(&mut encoder, b"]").and_then(|mut last| {
+        if let Some(encoder) = encoder {
+            last.extend_from_slice(&encoder.finish()?);
+        }
+        Ok(last)
+    });
+    match last {
+        Ok(last) => match spool.push(Bytes::from(last)).await {
+            Ok(()) => spool.finish(),
+            Err(Refused::ReaderGone) => {}
+            Err(Refused::File(error)) => {
+                spool_failed(&error);
+                spool.fail(error);
+            }
+        },
+        Err(error) => {
+            spool_failed(&error);
+            spool.fail(error);
+        }
+    }
 }
 
 /// The items of a listing, written a batch at a time as parts of one JSON
@@ -231,5 +274,18 @@ fn cut_short(error: &RepositoryError) {
         status = 200,
         error = %ErrorChain(error),
         "the listing failed after its status was sent; the body was cut unterminated",
+    );
+}
+
+/// Logs a listing whose spool could not be written (the temporary
+/// directory is full or gone): the body is cut, as for a store failure.
+fn spool_failed(error: &io::Error) {
+    tracing::error!(
+        target: REQUEST_TARGET,
+        method = "GET",
+        path = "/items",
+        status = 200,
+        %error,
+        "the listing could not be spooled for its client; the body was cut unterminated",
     );
 }
