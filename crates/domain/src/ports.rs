@@ -106,6 +106,13 @@ pub trait ItemRepository: Send + Sync {
     /// checks stream 1,500; the service's stores yield 1,000 a batch), so a
     /// caller holds one batch at a time.
     ///
+    /// A store MAY bound how many listings read from it at once (the SQL
+    /// stores let a quarter of their connections serve listings), making a
+    /// call wait until another listing ends or is dropped: a caller MUST NOT
+    /// wait for a second listing while it holds a first one unread, and
+    /// SHOULD read a listing to its end at the store's pace (the HTTP
+    /// adapter spools it for a slow client, C12).
+    ///
     /// How the snapshot is taken is the store's choice, and the contract
     /// checks cannot see it: a database reads it in one transaction, the
     /// service's in-memory store shares chunks of 512 items with it (a

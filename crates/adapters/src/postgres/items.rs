@@ -15,6 +15,7 @@ use super::coalesce::{Coalescer, ItemCreates, ItemReads};
 use super::decode::{self, column};
 use super::pool::{Lease, Pool, lease};
 use crate::sql::rows::{stored_item, stored_items};
+use crate::sql::turns::{ListingTurns, Turn};
 
 /// Items in the `items` table. Point reads and creates go through the
 /// store's coalescing queues (`coalesce`): alone when a connection is free,
@@ -24,6 +25,8 @@ pub struct PostgresItemRepository {
     pool: Pool,
     reads: Coalescer<ItemReads>,
     creates: Coalescer<ItemCreates>,
+    /// Full listings reading at once: a quarter of the pool (C12).
+    listings: ListingTurns,
 }
 
 impl PostgresItemRepository {
@@ -31,11 +34,13 @@ impl PostgresItemRepository {
         pool: Pool,
         reads: Coalescer<ItemReads>,
         creates: Coalescer<ItemCreates>,
+        listings: ListingTurns,
     ) -> Self {
         Self {
             pool,
             reads,
             creates,
+            listings,
         }
     }
 }
@@ -65,6 +70,8 @@ const BATCH: i64 = 1000;
 struct Cursor {
     connection: Lease,
     after: i64,
+    /// Given back with the connection, when the listing ends or is dropped.
+    _turn: Turn,
 }
 
 impl Cursor {
@@ -161,7 +168,10 @@ impl ItemRepository for PostgresItemRepository {
     /// The version and total are the sums of the tally's `writes` and
     /// `items` (migration 0002), read in the same snapshot as every batch, so
     /// equal versions mean equal rows whichever instance serves the listing.
+    /// A listing first waits for its turn (`sql/turns.rs`), holding no
+    /// connection, so listings never hold more than a quarter of the pool.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
+        let turn = self.listings.wait().await?;
         let mut connection = lease(&self.pool).await?;
         connection
             .begin("begin isolation level repeatable read, read only")
@@ -171,6 +181,7 @@ impl ItemRepository for PostgresItemRepository {
         let cursor = Cursor {
             connection,
             after: i64::MIN,
+            _turn: turn,
         };
         let batches = futures_util::stream::unfold(Some(cursor), |cursor| async move {
             cursor?.next_batch().await
@@ -183,7 +194,7 @@ impl ItemRepository for PostgresItemRepository {
     }
 
     /// The tally alone, one statement on a pooled connection: no
-    /// transaction.
+    /// transaction, no turn.
     async fn listing_head(&self) -> Result<ListingHead, RepositoryError> {
         let mut connection = lease(&self.pool).await?;
         let tally = connection.query_one(TALLY, &[]).await?;

@@ -38,6 +38,8 @@ use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
 use hosts::Hosts;
 use pool::Pool;
 
+use crate::sql::turns::ListingTurns;
+
 pub use crate::sql::migrations::MigrateError;
 pub use hosts::NoHost;
 pub use link::OpenError;
@@ -112,6 +114,9 @@ pub struct PostgresStore {
     item_reads: Coalescer<ItemReads>,
     item_creates: Coalescer<ItemCreates>,
     product_creates: Coalescer<ProductCreates>,
+    /// The turns of the full listings (C12), shared by every item
+    /// repository made from this store.
+    listings: ListingTurns,
 }
 
 impl PostgresStore {
@@ -190,6 +195,7 @@ impl PostgresStore {
             item_creates: Coalescer::new(pool.clone(), lanes),
             product_creates: Coalescer::new(pool.clone(), lanes),
             pinged: Arc::new(AtomicUsize::new(usize::MAX)),
+            listings: ListingTurns::of(settings.pool_size),
             pool,
         })
     }
@@ -214,6 +220,7 @@ impl PostgresStore {
             self.pool.clone(),
             self.item_reads.clone(),
             self.item_creates.clone(),
+            self.listings.clone(),
         )
     }
 

@@ -61,6 +61,8 @@ use point_reads::PointReads;
 use readers::Readers;
 use writer::Writer;
 
+use crate::sql::turns::ListingTurns;
+
 pub use backup::{BackupError, backup};
 pub use file::{DEFAULT_WAL_LIMIT, WAL_BYTES};
 pub use items::SqliteItemRepository;
@@ -148,6 +150,8 @@ pub struct SqliteStore {
     point_reads: Arc<PointReads>,
     writer: Writer,
     file: Arc<StoreFile>,
+    /// The turns of the full listings (C12): a quarter of the readers.
+    listings: ListingTurns,
 }
 
 impl SqliteStore {
@@ -178,6 +182,7 @@ impl SqliteStore {
             point_reads: Arc::new(point_reads),
             writer: Writer::start(writing, Arc::clone(&file), &settings),
             file,
+            listings: ListingTurns::of(settings.readers.max(1)),
         })
     }
 
@@ -192,6 +197,7 @@ impl SqliteStore {
             self.readers.clone(),
             Arc::clone(&self.point_reads),
             self.writer.clone(),
+            self.listings.clone(),
         )
     }
 
