@@ -36,6 +36,7 @@ mod uploads;
 mod users;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use items_domain::{
     ItemService, ProductService, RateLimiter, Repositories, UploadService, UploadStore, UserService,
@@ -50,7 +51,7 @@ pub use rate_limit::RateLimitSettings;
 pub use request_log::{REQUEST_TARGET, RequestLog, RequestRecord, TracingRequestLog};
 pub use request_trace::{RequestTracer, TraceIds};
 pub use routes::route_table;
-pub use server::{HttpServer, HttpServerHandle};
+pub use server::{DEFAULT_SEND_TIMEOUT, HttpServer, HttpServerHandle};
 pub use spool::SpoolSettings;
 pub use uploads::UploadLimits;
 
@@ -109,4 +110,7 @@ pub struct HttpSettings {
     /// Where a streamed response waits for a client slower than the store
     /// (C12: the full listing's spool).
     pub spool: SpoolSettings,
+    /// How long a client may read nothing of a response before its
+    /// connection is cut (`SEND_TIMEOUT_MS`, C12).
+    pub send_timeout: Duration,
 }

@@ -271,24 +271,29 @@ async fn eventually(patience: Duration, what: &str, mut holds: impl FnMut() -> b
     }
 }
 
-/// A client that asks for the full listing, reads its head and then
-/// stops: with a receive buffer of 4 KiB, the server soon has nothing it
-/// can send, and would wait for it for ever.
+/// A client that asks for a resource (the full listing by default), reads
+/// its head and then stops: with a receive buffer of 4 KiB, the server
+/// soon has nothing it can send, and would wait for it for ever.
 struct StalledClient {
     stream: TcpStream,
-    /// What came after the head, so far (the body, chunked).
+    /// The response's `Content-Length`; `None` when it is chunked.
+    length: Option<usize>,
+    /// What came after the head, so far.
     body: Vec<u8>,
 }
 
 impl StalledClient {
     async fn ask(port: u16) -> Self {
+        Self::ask_for(port, "/items").await
+    }
+
+    async fn ask_for(port: u16, path: &str) -> Self {
         let socket = TcpSocket::new_v4().unwrap();
         socket.set_recv_buffer_size(4096).unwrap();
         let mut stream = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
-        stream
-            .write_all(b"GET /items HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
         let mut read = Vec::new();
         let head_end = loop {
             let mut buffer = [0; 1024];
@@ -299,24 +304,32 @@ impl StalledClient {
                 break at + 4;
             }
         };
-        let head = String::from_utf8_lossy(&read[..head_end]).into_owned();
-        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let head = String::from_utf8_lossy(&read[..head_end]).to_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        let length = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-length: "))
+            .map(|length| length.trim().parse().unwrap());
         assert!(
-            head.to_lowercase().contains("transfer-encoding: chunked"),
+            length.is_some() || head.contains("transfer-encoding: chunked"),
             "{head}"
         );
         Self {
             stream,
+            length,
             body: read[head_end..].to_vec(),
         }
     }
 
-    /// Reads on to the end: the body, dechunked, or an error when the
-    /// server cut it (a reset, or a close before the last chunk).
+    /// Reads on to the end: the body (dechunked), or an error when the
+    /// server cut it (a reset, or a close before its end).
     async fn read_the_rest(mut self) -> std::io::Result<Vec<u8>> {
         self.stream.read_to_end(&mut self.body).await?;
-        dechunked(&self.body)
-            .ok_or_else(|| std::io::Error::other("the body ended before its last chunk"))
+        let whole = match self.length {
+            Some(length) => (self.body.len() == length).then_some(self.body),
+            None => dechunked(&self.body),
+        };
+        whole.ok_or_else(|| std::io::Error::other("the body ended before its end"))
     }
 }
 
@@ -396,4 +409,100 @@ async fn a_client_that_goes_away_mid_listing_leaves_no_spool_file_c12() {
         counted.held.load(Ordering::SeqCst) == 0
     })
     .await;
+}
+
+/// A server over `counted` whose spools go to `directory` and whose
+/// clients may read nothing for at most `send_timeout`.
+async fn with_send_timeout(directory: &Path, counted: &Counted, send_timeout: Duration) -> TestApp {
+    let settings = HttpSettings {
+        spool: SpoolSettings {
+            directory: directory.to_owned(),
+            ..SpoolSettings::default()
+        },
+        send_timeout,
+        ..test_settings()
+    };
+    TestApp::spawn_with(settings, counted.services()).await
+}
+
+#[tokio::test]
+async fn a_client_that_reads_nothing_for_the_send_timeout_is_disconnected_c12() {
+    let spool = TempDir::new().unwrap();
+    let counted = Counted::with(300_000).await;
+    let app = with_send_timeout(spool.path(), &counted, Duration::from_millis(500)).await;
+
+    let stalled = StalledClient::ask(app.port).await;
+    eventually(
+        Duration::from_secs(10),
+        "the listing spilled to a file",
+        || spool_files_in(spool.path()) == 1,
+    )
+    .await;
+    let stalled_at = Instant::now();
+
+    eventually(
+        Duration::from_secs(5),
+        "the connection is cut and its response dropped, the spool's file with it",
+        || spool_files_in(spool.path()) == 0,
+    )
+    .await;
+    assert!(
+        stalled_at.elapsed() < Duration::from_secs(5),
+        "cut {:?} after the client stopped",
+        stalled_at.elapsed()
+    );
+    assert!(
+        stalled.read_the_rest().await.is_err(),
+        "the client finds its response cut short"
+    );
+    // Every other client is served as before.
+    assert_eq!(app.get("/items/1").await.status(), 200);
+}
+
+#[tokio::test]
+async fn a_client_that_reads_slowly_but_steadily_is_not_disconnected_c12() {
+    let spool = TempDir::new().unwrap();
+    // ~850 KB: a few reads of a socket's buffer.
+    let counted = Counted::with(30_000).await;
+    let app = with_send_timeout(spool.path(), &counted, Duration::from_millis(500)).await;
+    let whole = app.get("/items").await.bytes().await.unwrap();
+
+    let mut slow = app.get("/items").await;
+    let mut body = Vec::new();
+    while let Some(chunk) = slow.chunk().await.unwrap() {
+        body.extend_from_slice(&chunk);
+        // Less than the timeout between reads.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+
+    assert!(body == whole, "the whole listing, read slowly");
+}
+
+#[tokio::test]
+async fn a_client_that_reads_nothing_of_any_response_is_disconnected_c12() {
+    // A page of 1,000 items of 1 KiB names: a 1 MB body with a length,
+    // written whole into the kernel, where it waits on the client.
+    let items = InMemoryItemRepository::new();
+    let long = "\u{1F600}".repeat(256);
+    for _ in 0..1000 {
+        items.create(Name::parse(&long).unwrap()).await.unwrap();
+    }
+    let settings = HttpSettings {
+        send_timeout: Duration::from_millis(500),
+        ..test_settings()
+    };
+    let services = TestServices::over(Repositories::new(
+        items,
+        InMemoryProductRepository::new(),
+        InMemoryUserRepository::seeded(),
+    ));
+    let app = TestApp::spawn_with(settings, services).await;
+
+    let stalled = StalledClient::ask_for(app.port, "/items?limit=1000").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    assert!(
+        stalled.read_the_rest().await.is_err(),
+        "the page was cut, not kept waiting for the client"
+    );
 }
