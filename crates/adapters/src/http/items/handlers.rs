@@ -39,7 +39,7 @@ fn location(id: Id) -> String {
         ("name" = Option<String>, Query, description = "Only items named exactly this", min_length = 1, max_length = 256)
     ),
     responses(
-        (status = 200, description = "The items, ordered by id", body = [ItemDto], headers(
+        (status = 200, description = "The items, ordered by id. Without a query: every item, as of one snapshot of the store, streamed (chunked; its `ETag` names that snapshot, C7, C10)", body = [ItemDto], headers(
             ("X-Total-Count" = u64, description = "Items matching `name` in the whole collection"),
             ("Link" = String, description = "`</items?limit=L&after=ID>; rel=\"next\"` when more follow")
         )),
