@@ -83,19 +83,20 @@ pub(super) async fn stream_all(
         .map(StreamEncoder::new)
         .transpose()
         .map_err(ApiError::internal)?;
-    let mut first = Vec::with_capacity(opening_chunk.len() + 2);
-    first.push(b'[');
-    first.extend_from_slice(&opening_chunk);
+    // The array's brackets and each batch go through the encoder one push
+    // (one flush) each, so the compressed bytes of a version are the same
+    // from build to build, as its strong tag promises (C7).
+    let mut first = encoded(&mut encoder, b"[").map_err(ApiError::internal)?;
+    first.extend(encoded(&mut encoder, &opening_chunk).map_err(ApiError::internal)?);
     let rest: BoxStream<'static, ItemBatch> = if whole {
         // The store's end of the listing, so it closes its read now.
         match batches.next().await {
             None => {
-                first.push(b']');
-                let mut body = encoded(&mut encoder, &first).map_err(ApiError::internal)?;
+                first.extend(encoded(&mut encoder, b"]").map_err(ApiError::internal)?);
                 if let Some(encoder) = encoder {
-                    body.extend_from_slice(&encoder.finish().map_err(ApiError::internal)?);
+                    first.extend_from_slice(&encoder.finish().map_err(ApiError::internal)?);
                 }
-                let body = Bytes::from(body);
+                let body = Bytes::from(first);
                 return Ok(shape.respond(listing.total, stream::once(async { Ok(body) })));
             }
             // Nothing was sent yet: still a 503.
@@ -106,7 +107,7 @@ pub(super) async fn stream_all(
     } else {
         batches.boxed()
     };
-    let first = Bytes::from(encoded(&mut encoder, &first).map_err(ApiError::internal)?);
+    let first = Bytes::from(first);
     let (writer, reader) = spool(spooling);
     // On the worker's thread, beside the response it feeds; it ends when
     // the store is read or the client is gone.
