@@ -72,6 +72,7 @@ impl Application {
             upload_limits: (&config.uploads).into(),
             request_log: crate::telemetry::request_log(),
             tracer: crate::telemetry::request_tracer(),
+            send_timeout: config.server.send_timeout(),
             ..HttpSettings::default()
         };
         let redis = config

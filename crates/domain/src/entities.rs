@@ -101,6 +101,17 @@ pub struct ItemPage {
     pub has_more: bool,
 }
 
+/// What a full listing is without its rows: its version and how many
+/// items it holds ([`ItemRepository::listing_head`](crate::ItemRepository::listing_head)),
+/// all a `HEAD` or a conditional `GET` of it needs (C7, C12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListingHead {
+    /// The collection's version, as [`ItemListing::version`].
+    pub version: u64,
+    /// How many items a listing at that version holds.
+    pub total: u64,
+}
+
 /// One batch of a full listing, in id order, or why the listing ended.
 pub type ItemBatch = Result<Vec<Item>, RepositoryError>;
 

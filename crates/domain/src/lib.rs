@@ -25,7 +25,7 @@ pub mod use_cases;
 pub mod values;
 
 pub use entities::{
-    Item, ItemBatch, ItemListing, ItemPage, ItemQuery, Product, User, seeded_users,
+    Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ListingHead, Product, User, seeded_users,
 };
 pub use idempotency::{IdempotencyKey, KEY_LIFETIME, Keyed};
 pub use ports::{

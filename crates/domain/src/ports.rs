@@ -58,7 +58,7 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 
-use crate::entities::{Item, ItemListing, ItemPage, ItemQuery, Product, User};
+use crate::entities::{Item, ItemListing, ItemPage, ItemQuery, ListingHead, Product, User};
 use crate::idempotency::{IdempotencyKey, Keyed};
 pub use crate::repository_error::RepositoryError;
 use crate::values::{Id, Name, Price};
@@ -106,6 +106,13 @@ pub trait ItemRepository: Send + Sync {
     /// checks stream 1,500; the service's stores yield 1,000 a batch), so a
     /// caller holds one batch at a time.
     ///
+    /// A store MAY bound how many listings read from it at once (the SQL
+    /// stores let a quarter of their connections serve listings), making a
+    /// call wait until another listing ends or is dropped: a caller MUST NOT
+    /// wait for a second listing while it holds a first one unread, and
+    /// SHOULD read a listing to its end at the store's pace (the HTTP
+    /// adapter spools it for a slow client, C12).
+    ///
     /// How the snapshot is taken is the store's choice, and the contract
     /// checks cannot see it: a database reads it in one transaction, the
     /// service's in-memory store shares chunks of 512 items with it (a
@@ -119,6 +126,28 @@ pub trait ItemRepository: Send + Sync {
     /// read, from the call or, when it fails mid-listing, as the stream's
     /// last element.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError>;
+
+    /// The version and total a [`list_all`](Self::list_all) made now
+    /// would carry, read without its rows (C7, C12: a `HEAD` of the
+    /// listing, or a `GET` whose `If-None-Match` already names its tag,
+    /// costs one small read, not the collection).
+    ///
+    /// Implementations MUST return exactly the `version` and `total` of a
+    /// listing taken at the same moment, read together (one statement, one
+    /// snapshot or one lock). The default opens a listing and reads none of
+    /// its rows; a store whose listing costs more than its tally to open (a
+    /// transaction, a reader, a snapshot) SHOULD answer from the tally
+    /// alone.
+    ///
+    /// # Errors
+    /// MUST return [`RepositoryError::Unavailable`] when the store cannot be read.
+    async fn listing_head(&self) -> Result<ListingHead, RepositoryError> {
+        let listing = self.list_all().await?;
+        Ok(ListingHead {
+            version: listing.version,
+            total: listing.total,
+        })
+    }
 
     /// The item with this id, or `None`.
     ///

@@ -31,10 +31,12 @@ mod request_trace;
 mod respond;
 mod routes;
 mod server;
+mod spool;
 mod uploads;
 mod users;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use items_domain::{
     ItemService, ProductService, RateLimiter, Repositories, UploadService, UploadStore, UserService,
@@ -49,7 +51,8 @@ pub use rate_limit::RateLimitSettings;
 pub use request_log::{REQUEST_TARGET, RequestLog, RequestRecord, TracingRequestLog};
 pub use request_trace::{RequestTracer, TraceIds};
 pub use routes::route_table;
-pub use server::{HttpServer, HttpServerHandle};
+pub use server::{DEFAULT_SEND_TIMEOUT, HttpServer, HttpServerHandle};
+pub use spool::SpoolSettings;
 pub use uploads::UploadLimits;
 
 /// The use cases the HTTP adapter drives.
@@ -104,4 +107,10 @@ pub struct HttpSettings {
     /// The server span of each request when traces are on (C11); `None`:
     /// no span, and nothing else to pay.
     pub tracer: Option<Arc<dyn RequestTracer>>,
+    /// Where a streamed response waits for a client slower than the store
+    /// (C12: the full listing's spool).
+    pub spool: SpoolSettings,
+    /// How long a client may read nothing of a response before its
+    /// connection is cut (`SEND_TIMEOUT_MS`, C12).
+    pub send_timeout: Duration,
 }

@@ -3,7 +3,12 @@
 //! Every path is one `web::resource` built by [`Resource`] here, so that each
 //! path also answers, without a line per route (C7):
 //! - `HEAD` wherever it answers `GET` (actix-web's `get()` guard does not
-//!   match `HEAD`; the response encoder drops the body and keeps the headers);
+//!   match `HEAD`; the response encoder drops the body and keeps the
+//!   headers). actix-http still reads a `HEAD`'s body to its end, only to
+//!   throw it away, so a handler whose body is streamed from the store
+//!   (the full listing) answers `HEAD` with an empty one (C12: `HEAD` costs
+//!   only the headers); the others' bodies are the page, item or constant
+//!   whose hash is their `ETag`, bounded and needed for the tag anyway;
 //! - `OPTIONS` with 204 and `Allow` listing the path's methods;
 //! - any other method with 405, `Allow` and a problem body.
 

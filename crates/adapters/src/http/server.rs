@@ -28,6 +28,9 @@ const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
 /// C1: requests in flight get up to 30 s to finish after SIGINT/SIGTERM.
 const SHUTDOWN_GRACE_SECS: u64 = 30;
+/// C12: a client that reads nothing of a response for this long is
+/// disconnected, unless `SEND_TIMEOUT_MS` says otherwise.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A bound, not yet running, HTTP server.
 pub struct HttpServer {
@@ -98,12 +101,14 @@ impl HttpServer {
         let users = web::Data::new(services.users);
         let uploads = web::Data::new(Uploads::new(services.uploads, settings.upload_limits));
         let body_limits = settings.body_limits;
+        let spooling = web::Data::new(settings.spool);
         // One limiter for all workers, so a client's budget is per process
         // (or per fleet, over Redis), not per worker thread.
         let limiter = Arc::new(Limiter::new(settings.rate_limit, services.rate_limits));
         let draining = settings.draining;
         let request_log = settings.request_log;
         let tracer = settings.tracer;
+        let send_timeout = settings.send_timeout;
         let server = actix_web::HttpServer::new(move || {
             // Built once per worker thread: its metric handles are its own.
             let edge_state = Rc::new(Edge {
@@ -121,6 +126,7 @@ impl HttpServer {
                 .app_data(products.clone())
                 .app_data(users.clone())
                 .app_data(uploads.clone())
+                .app_data(spooling.clone())
                 .app_data(body_limits)
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
@@ -132,9 +138,23 @@ impl HttpServer {
         // delayed ACK, 40 ms per response (measured: 1.1k req/s on 1,000
         // items, p50 44 ms). Responses are written whole or in large
         // chunks, so nothing is gained by coalescing.
-        .on_connect(|connection, _| {
+        //
+        // The send timeout (C12) is the kernel's `TCP_USER_TIMEOUT`: a
+        // connection whose sent bytes stay unacknowledged that long, or
+        // whose client keeps its window shut that long (it reads nothing:
+        // Linux applies the timeout to zero-window probes too), is reset.
+        // actix-http then drops the response, and with it whatever the
+        // response held (a listing's spool). No timer, no per-request work:
+        // one option per connection, and it also covers the bytes actix
+        // buffered itself, which no response body sees.
+        .on_connect(move |connection, _| {
             if let Some(tcp) = connection.downcast_ref::<actix_web::rt::net::TcpStream>() {
                 let _ = tcp.set_nodelay(true);
+                if let Err(error) =
+                    socket2::SockRef::from(tcp).set_tcp_user_timeout(Some(send_timeout))
+                {
+                    tracing::warn!(%error, "SEND_TIMEOUT_MS could not be set on a connection");
+                }
             }
         })
         .client_request_timeout(REQUEST_HEAD_TIMEOUT)
@@ -180,6 +200,8 @@ impl Default for HttpSettings {
             draining: super::Draining::default(),
             request_log: super::request_log::default_sink(),
             tracer: None,
+            spool: super::SpoolSettings::default(),
+            send_timeout: DEFAULT_SEND_TIMEOUT,
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use items_domain::{
     Id, IdempotencyKey, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed,
-    Name, Replaced, RepositoryError,
+    ListingHead, Name, Replaced, RepositoryError,
 };
 use parking_lot::RwLock;
 
@@ -176,6 +176,15 @@ impl ItemRepository for InMemoryItemRepository {
             version,
             total,
             batches: Box::pin(batches),
+        })
+    }
+
+    /// The version and the item count under one read lock: no snapshot.
+    async fn listing_head(&self) -> Result<ListingHead, RepositoryError> {
+        let state = self.state.read();
+        Ok(ListingHead {
+            version: state.version,
+            total: state.items.len() as u64,
         })
     }
 

@@ -8,13 +8,14 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use items_domain::{
     Id, IdempotencyKey, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed,
-    Name, Replaced, RepositoryError,
+    ListingHead, Name, Replaced, RepositoryError,
 };
 
 use super::coalesce::{Coalescer, ItemCreates, ItemReads};
 use super::decode::{self, column};
 use super::pool::{Lease, Pool, lease};
 use crate::sql::rows::{stored_item, stored_items};
+use crate::sql::turns::{ListingTurns, Turn};
 
 /// Items in the `items` table. Point reads and creates go through the
 /// store's coalescing queues (`coalesce`): alone when a connection is free,
@@ -24,6 +25,8 @@ pub struct PostgresItemRepository {
     pool: Pool,
     reads: Coalescer<ItemReads>,
     creates: Coalescer<ItemCreates>,
+    /// Full listings reading at once: a quarter of the pool (C12).
+    listings: ListingTurns,
 }
 
 impl PostgresItemRepository {
@@ -31,17 +34,23 @@ impl PostgresItemRepository {
         pool: Pool,
         reads: Coalescer<ItemReads>,
         creates: Coalescer<ItemCreates>,
+        listings: ListingTurns,
     ) -> Self {
         Self {
             pool,
             reads,
             creates,
+            listings,
         }
     }
 }
 
 /// The number of items: the sum of the tally's slots (migration 0002).
 const TOTAL: &str = "select coalesce(sum(items), 0)::bigint from item_tally";
+/// The listing's version and total: the sums of the tally's `writes` and
+/// `items`, in one statement, so they agree.
+const TALLY: &str =
+    "select coalesce(sum(writes), 0)::bigint, coalesce(sum(items), 0)::bigint from item_tally";
 /// The number of items named `$1`.
 const NAMED_TOTAL: &str = "select count(*) from items where name = $1";
 
@@ -61,6 +70,8 @@ const BATCH: i64 = 1000;
 struct Cursor {
     connection: Lease,
     after: i64,
+    /// Given back with the connection, when the listing ends or is dropped.
+    _turn: Turn,
 }
 
 impl Cursor {
@@ -157,21 +168,20 @@ impl ItemRepository for PostgresItemRepository {
     /// The version and total are the sums of the tally's `writes` and
     /// `items` (migration 0002), read in the same snapshot as every batch, so
     /// equal versions mean equal rows whichever instance serves the listing.
+    /// A listing first waits for its turn (`sql/turns.rs`), holding no
+    /// connection, so listings never hold more than a quarter of the pool.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
+        let turn = self.listings.wait().await?;
         let mut connection = lease(&self.pool).await?;
         connection
             .begin("begin isolation level repeatable read, read only")
             .await?;
-        let tally = connection
-            .query_one(
-                "select coalesce(sum(writes), 0)::bigint, coalesce(sum(items), 0)::bigint from item_tally",
-                &[],
-            )
-            .await?;
+        let tally = connection.query_one(TALLY, &[]).await?;
         let (version, total): (i64, i64) = (column(&tally, 0)?, column(&tally, 1)?);
         let cursor = Cursor {
             connection,
             after: i64::MIN,
+            _turn: turn,
         };
         let batches = futures_util::stream::unfold(Some(cursor), |cursor| async move {
             cursor?.next_batch().await
@@ -180,6 +190,18 @@ impl ItemRepository for PostgresItemRepository {
             version: u64::try_from(version).unwrap_or(0),
             total: u64::try_from(total).unwrap_or(0),
             batches: Box::pin(batches),
+        })
+    }
+
+    /// The tally alone, one statement on a pooled connection: no
+    /// transaction, no turn.
+    async fn listing_head(&self) -> Result<ListingHead, RepositoryError> {
+        let mut connection = lease(&self.pool).await?;
+        let tally = connection.query_one(TALLY, &[]).await?;
+        let (version, total): (i64, i64) = (column(&tally, 0)?, column(&tally, 1)?);
+        Ok(ListingHead {
+            version: u64::try_from(version).unwrap_or(0),
+            total: u64::try_from(total).unwrap_or(0),
         })
     }
 

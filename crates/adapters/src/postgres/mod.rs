@@ -39,6 +39,8 @@ use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
 use hosts::Hosts;
 use pool::Pool;
 
+use crate::sql::turns::ListingTurns;
+
 pub use crate::sql::migrations::MigrateError;
 pub use link::NoHost;
 pub use link::OpenError;
@@ -119,6 +121,9 @@ pub struct PostgresStore {
     product_creates: Coalescer<ProductCreates>,
     /// How many migrations [`PostgresStore::connect`] applied.
     migrations_applied: usize,
+    /// The turns of the full listings (C12), shared by every item
+    /// repository made from this store.
+    listings: ListingTurns,
 }
 
 impl PostgresStore {
@@ -196,6 +201,7 @@ impl PostgresStore {
             item_creates: Coalescer::new(pool.clone(), lanes),
             product_creates: Coalescer::new(pool.clone(), lanes),
             pinged: Arc::new(AtomicUsize::new(usize::MAX)),
+            listings: ListingTurns::of(settings.pool_size),
             pool,
             migrations_applied,
         })
@@ -227,6 +233,7 @@ impl PostgresStore {
             self.pool.clone(),
             self.item_reads.clone(),
             self.item_creates.clone(),
+            self.listings.clone(),
         )
     }
 

@@ -15,8 +15,9 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use items_domain::{
-    Id, IdempotencyKey, Item, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed, Name, Price,
-    Product, ProductRepository, Replaced, Repositories, RepositoryError, User, UserRepository,
+    Id, IdempotencyKey, Item, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed, ListingHead,
+    Name, Price, Product, ProductRepository, Replaced, Repositories, RepositoryError, User,
+    UserRepository,
 };
 use tracing::Instrument;
 
@@ -65,6 +66,11 @@ impl<R: ItemRepository> ItemRepository for Traced<R> {
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
         let span = store_operation(self.system, "SELECT", "items");
         self.inner.list_all().instrument(span).await
+    }
+
+    async fn listing_head(&self) -> Result<ListingHead, RepositoryError> {
+        let span = store_operation(self.system, "SELECT", "item_tally");
+        self.inner.listing_head().instrument(span).await
     }
 
     async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {

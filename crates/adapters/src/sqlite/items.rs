@@ -11,8 +11,8 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 use items_domain::{
-    Id, IdempotencyKey, Item, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed, Name,
-    Replaced, RepositoryError,
+    Id, IdempotencyKey, Item, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed, ListingHead,
+    Name, Replaced, RepositoryError,
 };
 use rusqlite::Connection;
 
@@ -22,6 +22,7 @@ use super::point_reads::PointReads;
 use super::readers::{Readers, in_one_snapshot};
 use super::rows;
 use super::writer::Writer;
+use crate::sql::turns::ListingTurns;
 
 /// Items in the `items` table of one SQLite file.
 #[derive(Debug, Clone)]
@@ -29,14 +30,22 @@ pub struct SqliteItemRepository {
     readers: Readers,
     point_reads: Arc<PointReads>,
     writer: Writer,
+    /// Full listings reading at once: a quarter of the readers (C12).
+    listings: ListingTurns,
 }
 
 impl SqliteItemRepository {
-    pub(super) fn new(readers: Readers, point_reads: Arc<PointReads>, writer: Writer) -> Self {
+    pub(super) fn new(
+        readers: Readers,
+        point_reads: Arc<PointReads>,
+        writer: Writer,
+        listings: ListingTurns,
+    ) -> Self {
         Self {
             readers,
             point_reads,
             writer,
+            listings,
         }
     }
 }
@@ -138,10 +147,20 @@ impl ItemRepository for SqliteItemRepository {
         })
     }
 
-    /// Streamed from one read transaction (`listing.rs`): equal versions
-    /// mean equal rows.
+    /// Streamed from one read transaction (`listing.rs`), once the
+    /// listing's turn comes (`sql/turns.rs`): equal versions mean equal rows.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
-        listing::open(&self.readers).await
+        listing::open(&self.listings, &self.readers).await
+    }
+
+    /// The tally row alone, on the calling thread (`point_reads.rs`): no
+    /// reader, no snapshot, no turn.
+    async fn listing_head(&self) -> Result<ListingHead, RepositoryError> {
+        let (version, total) = self.point_reads.tally()?;
+        Ok(ListingHead {
+            version: u64::try_from(version).unwrap_or(0),
+            total: u64::try_from(total).unwrap_or(0),
+        })
     }
 
     /// One B-tree lookup, on the calling thread (`point_reads.rs`).

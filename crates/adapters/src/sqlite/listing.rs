@@ -14,7 +14,10 @@
 //! - a failure mid-listing is the stream's last element;
 //! - dropping the stream ends the thread at its next hand-off, which rolls
 //!   the transaction back and gives its reader back: the snapshot is
-//!   released promptly.
+//!   released promptly;
+//! - a listing takes its turn (`sql/turns.rs`) before its reader, and gives
+//!   it back right after the reader: listings hold at most a quarter of
+//!   the readers, so pages, products and users always find one (C12).
 
 use futures_util::stream;
 use items_domain::{Item, ItemBatch, ItemListing, RepositoryError};
@@ -23,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::readers::{Reader, Readers};
 use super::rows;
+use crate::sql::turns::ListingTurns;
 
 /// Items per batch (the port asks for batches when there are many).
 const BATCH: usize = 1000;
@@ -33,20 +37,26 @@ const READ_AHEAD: usize = 1;
 /// The tally's `(version, total)`, as the listing's head.
 type Head = Result<(u64, u64), RepositoryError>;
 
-/// Takes a reader, begins the listing's transaction on a blocking thread
+/// Waits for the listing's turn, takes a reader (within the budget),
+/// begins the listing's transaction on a blocking thread
 /// and returns once its version and total are read; the rows follow
 /// through the stream.
 ///
 /// # Errors
 /// [`RepositoryError::Unavailable`] when no reader is free within the
 /// budget or the tally cannot be read.
-pub(super) async fn open(readers: &Readers) -> Result<ItemListing, RepositoryError> {
+pub(super) async fn open(
+    turns: &ListingTurns,
+    readers: &Readers,
+) -> Result<ItemListing, RepositoryError> {
+    let turn = turns.wait().await?;
     let reader = readers.acquire().await?;
     let (head, headed) = oneshot::channel();
     let (batches, mut received) = mpsc::channel(READ_AHEAD);
     // Detached: the thread ends when the listing is read or dropped.
     drop(tokio::task::spawn_blocking(move || {
         read(reader, head, &batches);
+        drop(turn);
     }));
     let (version, total) = headed
         .await

@@ -62,6 +62,8 @@ use readers::Readers;
 use writer::Writer;
 
 pub use crate::sql::migrations::MigrateError;
+use crate::sql::turns::ListingTurns;
+
 pub use backup::{BackupError, backup};
 pub use file::{DEFAULT_WAL_LIMIT, WAL_BYTES};
 pub use items::SqliteItemRepository;
@@ -150,6 +152,8 @@ pub struct SqliteStore {
     file: Arc<StoreFile>,
     /// How many migrations [`SqliteStore::open`] applied.
     migrations_applied: usize,
+    /// The turns of the full listings (C12): a quarter of the readers.
+    listings: ListingTurns,
 }
 
 impl SqliteStore {
@@ -181,6 +185,7 @@ impl SqliteStore {
             writer: Writer::start(writing, Arc::clone(&file), &settings),
             file,
             migrations_applied,
+            listings: ListingTurns::of(settings.readers.max(1)),
         })
     }
 
@@ -201,6 +206,7 @@ impl SqliteStore {
             self.readers.clone(),
             Arc::clone(&self.point_reads),
             self.writer.clone(),
+            self.listings.clone(),
         )
     }
 

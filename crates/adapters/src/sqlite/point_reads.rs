@@ -58,6 +58,16 @@ impl PointReads {
             .map(|name| name.map(|name| Item { id, name }))
     }
 
+    /// The tally row's `(version, items)`, the full listing's head (C7):
+    /// one row, read in one statement.
+    pub(super) fn tally(&self) -> Result<(i64, i64), RepositoryError> {
+        self.read(|connection| {
+            connection
+                .prepare_cached("select version, items from item_tally")?
+                .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
+        })
+    }
+
     /// Runs `read` on the first free connection, or waits for one when all
     /// are busy.
     fn read<T>(

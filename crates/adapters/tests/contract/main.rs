@@ -15,6 +15,7 @@ use items_adapters::memory::{
 use items_testkit::Repositories;
 
 mod key_purge;
+mod postgres_listings;
 mod sqlite_backup;
 mod sqlite_file;
 mod sqlite_point_reads;

@@ -1,7 +1,8 @@
 //! The SQLite store's reader pool, which serves every read but the one by
 //! id: a read waits for a free connection at most the budget (C12), and a
 //! full listing dropped half-read gives its connection and its snapshot
-//! back at once (C10).
+//! back at once (C10), and listings take turns for a quarter of the
+//! readers (C12).
 
 use std::time::{Duration, Instant};
 
@@ -19,8 +20,13 @@ const BUDGET: Duration = Duration::from_secs(3);
 /// A store with one reader and `count` items, written by a connection of
 /// the test's own in one transaction.
 async fn one_reader_and_items(count: usize) -> SqliteFile {
+    readers_and_items(1, count).await
+}
+
+/// A store with `readers` readers and `count` items.
+async fn readers_and_items(readers: u32, count: usize) -> SqliteFile {
     let file = SqliteFile::create_with(SqliteSettings {
-        readers: 1,
+        readers,
         busy_timeout: BUDGET,
         ..SqliteSettings::default()
     })
@@ -109,6 +115,42 @@ async fn a_read_waits_for_a_reader_at_most_the_budget_then_is_unavailable_c12() 
     );
     drop(listing);
     assert!(items.list(&first_page()).await.is_ok());
+    file.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listings_take_turns_for_a_quarter_of_the_readers_and_pages_keep_the_rest_c12() {
+    let file = readers_and_items(4, 3500).await;
+    let items = file.store.items();
+    // The one turn of four readers, held while the listing is not read.
+    let listing = items.list_all().await.expect("the listing opens");
+    let second = tokio::spawn({
+        let items = items.clone();
+        async move { items.list_all().await.map(|listing| listing.total) }
+    });
+
+    // The second listing waits for its turn holding no reader: the three
+    // others serve pages at once, however many.
+    for _ in 0..3 {
+        let started = Instant::now();
+        let query = first_page();
+        let pages = futures_util::future::join_all((0..3).map(|_| items.list(&query))).await;
+        assert!(pages.iter().all(Result::is_ok), "{pages:?}");
+        assert!(started.elapsed() < BUDGET / 2, "{:?}", started.elapsed());
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !second.is_finished(),
+        "one listing at a time on four readers"
+    );
+
+    drop(listing);
+    let total = tokio::time::timeout(BUDGET, second)
+        .await
+        .expect("the second listing's turn comes once the first is dropped")
+        .expect("the task ends")
+        .expect("the second listing opens");
+    assert_eq!(total, 3500);
     file.teardown().await;
 }
 

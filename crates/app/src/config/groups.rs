@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use clap::builder::TypedValueParser as _;
 use clap::{Args, ValueEnum};
-use items_adapters::http::{BodyLimits, RateLimitSettings, UploadLimits};
+use items_adapters::http::{BodyLimits, DEFAULT_SEND_TIMEOUT, RateLimitSettings, UploadLimits};
 use items_adapters::postgres::{DEFAULT_POOL_SIZE, DEFAULT_STATEMENT_TIMEOUT, PostgresSettings};
 use items_adapters::sqlite::SqliteSettings;
 use items_domain::defaults as limits;
@@ -42,12 +42,29 @@ pub struct ServerConfig {
     /// Log format: one line per request; the level comes from `RUST_LOG`.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = defaults::LOG_FORMAT)]
     pub log_format: LogFormat,
+
+    /// How long a client may read nothing of a response, in milliseconds
+    /// (1–3600000), before its connection is cut (C12).
+    #[arg(long, env = "SEND_TIMEOUT_MS",
+          default_value_t = DEFAULT_SEND_TIMEOUT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_SEND_TIMEOUT_MS))]
+    pub send_timeout_ms: u64,
 }
+
+/// The longest `SEND_TIMEOUT_MS`: an hour, as the statement budget's; the
+/// kernel's option takes milliseconds in 32 bits, which this stays far
+/// within.
+const MAX_SEND_TIMEOUT_MS: u64 = 3_600_000;
 
 impl ServerConfig {
     /// The address of the public listener.
     pub fn address(&self) -> SocketAddr {
         SocketAddr::new(self.host, self.port)
+    }
+
+    /// How long a client may read nothing (`SEND_TIMEOUT_MS`).
+    pub fn send_timeout(&self) -> Duration {
+        Duration::from_millis(self.send_timeout_ms)
     }
 }
 

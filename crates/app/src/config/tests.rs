@@ -41,6 +41,20 @@ fn defaults_follow_the_c1_table() {
     assert_eq!(config.store.database_statement_timeout_ms, 5000);
     assert_eq!(config.admin.admin_port, None);
     assert_eq!(config.admin.shutdown_drain_ms, 5000);
+    assert_eq!(config.server.send_timeout_ms, 30_000);
+}
+
+#[test]
+fn the_send_timeout_is_1_ms_to_an_hour_c1_c12() {
+    let server = |args: &[&str]| parse(args).unwrap().server;
+    assert_eq!(
+        server(&["--send-timeout-ms", "1"]).send_timeout(),
+        std::time::Duration::from_millis(1)
+    );
+    assert_eq!(
+        server(&["--send-timeout-ms=3600000"]).send_timeout(),
+        std::time::Duration::from_secs(3600)
+    );
 }
 
 #[test]
@@ -142,6 +156,9 @@ fn invalid_values_give_one_line_naming_the_setting_c1() {
         (&["--admin-port", "70000"][..], "ADMIN_PORT"),
         (&["--admin-host", "admin.internal"][..], "ADMIN_HOST"),
         (&["--shutdown-drain-ms", "60001"][..], "SHUTDOWN_DRAIN_MS"),
+        (&["--send-timeout-ms", "0"][..], "SEND_TIMEOUT_MS"),
+        (&["--send-timeout-ms", "3600001"][..], "SEND_TIMEOUT_MS"),
+        (&["--send-timeout-ms", "30s"][..], "SEND_TIMEOUT_MS"),
     ] {
         let line = invalid(args);
         assert!(!line.contains('\n'), "{line:?} must be one line");

@@ -206,3 +206,53 @@ async fn a_small_full_listing_is_sent_as_it_is_c7() {
         3
     );
 }
+
+/// The compressed full listing is the identity one pushed through zstd
+/// (level 3) in fixed pieces, one flush each: `[`, each batch of 1,000
+/// items (every comma with the item after it), `]`. Its strong tag names
+/// those bytes, so they must not depend on how the service moves them (a
+/// spool, a stream) nor change from build to build (C7).
+#[tokio::test]
+async fn the_compressed_full_listing_is_the_same_bytes_whatever_moves_it_c7() {
+    use std::io::Write;
+
+    let app = with_items(2500).await;
+    let identity = get(&app, "/items", None).await.bytes().await.unwrap();
+    let compressed = get(&app, "/items", Some("zstd"))
+        .await
+        .bytes()
+        .await
+        .unwrap();
+
+    let items = &identity[1..identity.len() - 1];
+    let item_starts: Vec<usize> = std::iter::once(0)
+        .chain(
+            items
+                .windows(2)
+                .enumerate()
+                .filter(|(_, w)| w == b"},")
+                .map(|(at, _)| at + 1),
+        )
+        .collect();
+    let mut pieces: Vec<&[u8]> = vec![b"["];
+    let batch_starts: Vec<usize> = item_starts.iter().copied().step_by(1000).collect();
+    for (n, &start) in batch_starts.iter().enumerate() {
+        let end = batch_starts.get(n + 1).copied().unwrap_or(items.len());
+        pieces.push(&items[start..end]);
+    }
+    pieces.push(b"]");
+    let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+    let mut expected = Vec::new();
+    for piece in pieces {
+        encoder.write_all(piece).unwrap();
+        encoder.flush().unwrap();
+        expected.append(encoder.get_mut());
+    }
+    expected.extend_from_slice(&encoder.finish().unwrap());
+
+    assert_eq!(item_starts.len(), 2500);
+    assert!(
+        compressed[..] == expected[..],
+        "the same bytes, piece by piece"
+    );
+}

@@ -27,6 +27,7 @@ mod products_and_users;
 mod rate_limit;
 mod rate_limit_redis;
 mod reverse_proxy;
+mod slow_clients;
 mod sqlite;
 mod stopping;
 mod unread_bodies;

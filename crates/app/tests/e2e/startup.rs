@@ -88,6 +88,7 @@ fn help_prints_every_setting_and_exits_0_c1() {
         "--max-file-bytes",
         "--max-json-bytes",
         "--log-format",
+        "--send-timeout-ms",
     ] {
         assert!(stdout.contains(flag), "--help lists {flag}");
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::keyed::{self, CreateError, Created};
 use crate::RepositoryError;
-use crate::entities::{Item, ItemListing, ItemPage, ItemQuery};
+use crate::entities::{Item, ItemListing, ItemPage, ItemQuery, ListingHead};
 use crate::idempotency::{IdempotencyKey, InFlight};
 use crate::ports::{ItemRepository, Replaced};
 use crate::values::{Id, Name};
@@ -138,6 +138,11 @@ impl ItemService {
     /// Every item, streamed in batches, with the collection's version (C10).
     pub async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
         self.repository.list_all().await
+    }
+
+    /// The version and total of the full listing, without its rows (C7, C12).
+    pub async fn listing_head(&self) -> Result<ListingHead, RepositoryError> {
+        self.repository.listing_head().await
     }
 
     /// The item with this id.

@@ -15,6 +15,7 @@ use crate::http::conditional::{etag_of, if_match};
 use crate::http::idempotency;
 use crate::http::problem::{ApiError, Problem};
 use crate::http::respond;
+use crate::http::spool::SpoolSettings;
 
 /// The `{id}` of the path (C2): anything that is not a base-10 i64 names no item.
 fn path_id(request: &HttpRequest) -> Option<Id> {
@@ -38,7 +39,7 @@ fn location(id: Id) -> String {
         ("name" = Option<String>, Query, description = "Only items named exactly this", min_length = 1, max_length = 256)
     ),
     responses(
-        (status = 200, description = "The items, ordered by id", body = [ItemDto], headers(
+        (status = 200, description = "The items, ordered by id. Without a query: every item, as of one snapshot of the store, streamed (chunked; its `ETag` names that snapshot, C7, C10)", body = [ItemDto], headers(
             ("X-Total-Count" = u64, description = "Items matching `name` in the whole collection"),
             ("Link" = String, description = "`</items?limit=L&after=ID>; rel=\"next\"` when more follow")
         )),
@@ -47,11 +48,12 @@ fn location(id: Id) -> String {
 )]
 pub(crate) async fn list(
     service: web::Data<ItemService>,
+    spooling: web::Data<SpoolSettings>,
     request: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let params = ListParams::parse(request.query_string())?;
     if params.query == ItemQuery::default() {
-        return stream::stream_all(&service, &request).await;
+        return stream::stream_all(&service, &request, &spooling).await;
     }
     let page = service.list(&params.query).await?;
     let dtos: Vec<ItemDto<'_>> = page.items.iter().map(ItemDto::from).collect();

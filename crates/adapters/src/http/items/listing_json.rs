@@ -33,6 +33,19 @@ const LONGEST_ID: usize = i64::MAX.ilog10() as usize + 1 + 1;
 pub(super) const ITEM_OVERHEAD: usize =
     BEFORE_ID.len() + LONGEST_ID + BEFORE_NAME.len() + NAME_QUOTES + CLOSE.len() + SEPARATOR;
 
+/// The fewest bytes an item's JSON takes: a one-digit id and a one-byte
+/// name, `{"id":1,"name":"a"}` (19). What a listing's size is known to be
+/// at least from its count alone.
+pub(super) const SMALLEST_ITEM: usize =
+    BEFORE_ID.len() + 1 + BEFORE_NAME.len() + NAME_QUOTES + 1 + CLOSE.len();
+
+/// The fewest items whose listing, `[` and `]` and the commas included,
+/// is surely at least `bytes` long, whatever the items: `n` items take at
+/// least `n × (SMALLEST_ITEM + 1) + 1` bytes.
+pub(super) const fn surely_at_least(bytes: usize) -> u64 {
+    (bytes.saturating_sub(1)).div_ceil(SMALLEST_ITEM + SEPARATOR) as u64
+}
+
 /// The bytes the listing needs for `item`, room for its comma included.
 pub(super) fn listed_size(item: &Item) -> usize {
     ITEM_OVERHEAD + item.name.as_str().len()
@@ -111,6 +124,32 @@ mod tests {
                 String::from_utf8(expected).unwrap()
             );
         }
+    }
+
+    /// A listing of `surely_at_least(n)` of the smallest items is `n`
+    /// bytes or more, and one item fewer falls short: the count alone
+    /// decides whether a large listing is compressed (C7).
+    #[test]
+    fn a_count_of_smallest_items_bounds_the_listing_from_below() {
+        let smallest = Item {
+            id: Id::new(1),
+            name: Name::parse("a").unwrap(),
+        };
+        let mut one = Vec::new();
+        write_item(&mut one, &smallest).unwrap();
+        assert_eq!(one.len(), SMALLEST_ITEM);
+        let listing = |count: u64| {
+            let items = vec![String::from_utf8(one.clone()).unwrap(); count as usize];
+            format!("[{}]", items.join(",")).len()
+        };
+        for bytes in [1024, 1, 21, 22, 4096] {
+            let count = surely_at_least(bytes);
+            assert!(listing(count) >= bytes, "{bytes}: {count} items");
+            if count > 0 {
+                assert!(listing(count - 1) < bytes, "{bytes}: {count} is the fewest");
+            }
+        }
+        assert_eq!(surely_at_least(1024), 52);
     }
 
     /// The overhead is the 38 bytes the buffer sizes always reserved, and

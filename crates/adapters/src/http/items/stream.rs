@@ -1,40 +1,71 @@
-//! `GET /items` with no query: the whole collection streamed as a JSON
-//! array, a batch at a time, so memory does not grow with the collection
-//! (C10), under a tag derived from the store's version (C7).
+//! `GET /items` with no query: the whole collection as a JSON array, read
+//! from the store a batch at a time, so memory does not grow with the
+//! collection (C10), under a tag derived from the store's version (C7).
 //!
-//! The status is sent only once the first rows are read (C12): a store that
-//! fails before them gives 503, never a `200` with a cut body. A store that
-//! fails after rows were sent ends the body unterminated (actix closes the
-//! connection without the last chunk, so the client sees it incomplete), and
-//! the failure is logged as an error naming the request.
+//! Invariants:
+//! - the status is sent only once the first rows are read (C12): a store
+//!   that fails before them gives 503, never a `200` with a cut body. A
+//!   store that fails after rows were sent ends the body unterminated
+//!   (actix closes the connection without the last chunk, so the client
+//!   sees it incomplete), and the failure is logged as an error naming the
+//!   request;
+//! - the store is read at its own pace, never the client's (C12): past the
+//!   first batch, a task of the worker's reads the listing to its end into
+//!   a spool (`http/spool.rs`) and the client is served from it, so the
+//!   store's connection, reader and snapshot are given back as soon as the
+//!   store has been read, however slowly the client reads;
+//! - a `HEAD`, and a `GET` whose `If-None-Match` names the current tag,
+//!   read no row (C12: `HEAD` costs only the headers): the listing's head
+//!   (version and total) decides every header, except for a listing too
+//!   short for its count to say whether it reaches 1 KiB (the compression
+//!   threshold, C7), whose few rows are read to measure it.
 
+use std::io;
+
+use actix_web::http::Method;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse};
+use futures_util::stream::{self, BoxStream};
 use futures_util::{Stream, StreamExt};
-use items_domain::{Item, ItemService, RepositoryError};
+use items_domain::{Item, ItemBatch, ItemService, RepositoryError};
 
-use super::listing_json::{listed_size, write_item};
+use super::listing_json::{listed_size, surely_at_least, write_item};
 use super::total_count;
-use crate::http::compress::{self, StreamEncoder};
+use crate::http::compress::{self, Coding, StreamEncoder};
 use crate::http::conditional::{listing_tag, none_match_fails};
 use crate::http::problem::ApiError;
 use crate::http::request_log::REQUEST_TARGET;
 use crate::http::respond::APPLICATION_JSON;
+use crate::http::spool::{Refused, SpoolSettings, SpoolWriter, spool};
 use crate::report::ErrorChain;
 
-/// Streams every item in id order. The `ETag` is [`listing_tag`] of the
-/// store's version, set here so the body-hashing middleware leaves the
-/// stream alone (C7); `If-None-Match` naming it, in any coding, gets 304
-/// without a body. A listing of at least 1 KiB (known once the first rows
-/// are read: more rows follow, or these alone are that long) is compressed
-/// as it streams when `Accept-Encoding` allows (C7, `compress.rs`).
+/// Listings of at least this many items are at least 1 KiB, whatever the
+/// items: their headers need no row (C7's threshold, [`surely_at_least`]).
+const SURELY_LARGE: u64 = surely_at_least(compress::MIN_BYTES);
+
+/// Answers the full listing. The `ETag` is [`listing_tag`] of the store's
+/// version, set here so the body-hashing middleware leaves the stream
+/// alone (C7); `If-None-Match` naming it, in any coding, gets 304 without a
+/// body. A listing of at least 1 KiB (known from its count, or once the
+/// first rows are read) is compressed as it streams when `Accept-Encoding`
+/// allows (C7, `compress.rs`).
 pub(super) async fn stream_all(
     service: &ItemService,
     request: &HttpRequest,
+    spooling: &SpoolSettings,
 ) -> Result<HttpResponse, ApiError> {
+    let head_only = request.method() == Method::HEAD;
+    if head_only || request.headers().contains_key(header::IF_NONE_MATCH) {
+        let head = service.listing_head().await?;
+        if head.total >= SURELY_LARGE {
+            let shape = Shape::of(request, head.version, true)?;
+            if head_only || shape.not_modified {
+                return Ok(shape.respond(head.total, stream::empty()));
+            }
+        }
+    }
     let listing = service.list_all().await?;
-    let identity = listing_tag(listing.version);
     // Fused: a listing may end at its first poll, and is not polled again.
     let mut batches = listing.batches.fuse();
     // The first rows before the status: a store failing here is a 503.
@@ -43,48 +74,174 @@ pub(super) async fn stream_all(
     let opening_chunk = items.chunk(&opening).map_err(ApiError::internal)?;
     let whole = listing.total <= opening.len() as u64;
     let large = !whole || opening_chunk.len() + 2 >= compress::MIN_BYTES;
-    let coding = large.then(|| compress::chosen(request.headers())).flatten();
-    let tag = coding.map_or_else(|| identity.clone(), |coding| coding.tag(&identity));
-    let etag = HeaderValue::try_from(tag.as_str()).map_err(ApiError::internal)?;
-    let not_modified = none_match_fails(request.headers(), identity.as_bytes());
-    let mut response = if not_modified {
-        HttpResponse::NotModified()
-    } else {
-        HttpResponse::Ok()
-    };
-    response.insert_header((header::ETAG, etag));
-    if large {
-        response.append_header((header::VARY, compress::VARY.clone()));
+    let shape = Shape::of(request, listing.version, large)?;
+    if head_only || shape.not_modified {
+        return Ok(shape.respond(listing.total, stream::empty()));
     }
-    if not_modified {
-        return Ok(response.finish());
-    }
-    let rest = batches.map(move |batch| {
-        let batch = batch.inspect_err(cut_short)?;
-        Ok::<_, Box<dyn std::error::Error>>(items.chunk(&batch)?)
-    });
-    let bracket = |text: &'static [u8]| {
-        futures_util::stream::once(async move { Ok(Bytes::from_static(text)) })
-    };
-    let body = bracket(b"[")
-        .chain(futures_util::stream::once(async move { Ok(opening_chunk) }))
-        .chain(rest)
-        .chain(bracket(b"]"));
-    response
-        .insert_header((
-            header::CONTENT_TYPE,
-            HeaderValue::from_static(APPLICATION_JSON),
-        ))
-        .insert_header(total_count(listing.total));
-    Ok(match coding {
-        Some(coding) => {
-            let encoder = StreamEncoder::new(coding).map_err(ApiError::internal)?;
-            response
-                .insert_header((header::CONTENT_ENCODING, coding.header_value()))
-                .streaming(compressed(Box::pin(body), encoder))
+    let mut encoder = shape
+        .coding
+        .map(StreamEncoder::new)
+        .transpose()
+        .map_err(ApiError::internal)?;
+    // The array's brackets and each batch go through the encoder one push
+    // (one flush) each, so the compressed bytes of a version are the same
+    // from build to build, as its strong tag promises (C7).
+    let mut first = encoded(&mut encoder, b"[").map_err(ApiError::internal)?;
+    first.extend(encoded(&mut encoder, &opening_chunk).map_err(ApiError::internal)?);
+    let rest: BoxStream<'static, ItemBatch> = if whole {
+        // The store's end of the listing, so it closes its read now.
+        match batches.next().await {
+            None => {
+                first.extend(encoded(&mut encoder, b"]").map_err(ApiError::internal)?);
+                if let Some(encoder) = encoder {
+                    first.extend_from_slice(&encoder.finish().map_err(ApiError::internal)?);
+                }
+                let body = Bytes::from(first);
+                return Ok(shape.respond(listing.total, stream::once(async { Ok(body) })));
+            }
+            // Nothing was sent yet: still a 503.
+            Some(Err(error)) => return Err(error.into()),
+            // More rows than the total said: served like any long listing.
+            Some(Ok(more)) => stream::once(async { Ok(more) }).chain(batches).boxed(),
         }
-        None => response.streaming(body),
-    })
+    } else {
+        batches.boxed()
+    };
+    let first = Bytes::from(first);
+    let (writer, reader) = spool(spooling);
+    // On the worker's thread, beside the response it feeds; it ends when
+    // the store is read or the client is gone.
+    actix_web::rt::spawn(read_the_rest(rest, items, encoder, writer));
+    let body = stream::once(async { Ok(first) }).chain(reader);
+    Ok(shape.respond(listing.total, body))
+}
+
+/// What the listing's headers say, decided before its body.
+struct Shape {
+    etag: HeaderValue,
+    /// At least 1 KiB: `Vary: Accept-Encoding`, and compressed if accepted.
+    large: bool,
+    coding: Option<Coding>,
+    /// `If-None-Match` names the listing's tag, in any coding.
+    not_modified: bool,
+}
+
+impl Shape {
+    fn of(request: &HttpRequest, version: u64, large: bool) -> Result<Self, ApiError> {
+        let identity = listing_tag(version);
+        let coding = large.then(|| compress::chosen(request.headers())).flatten();
+        let tag = coding.map_or_else(|| identity.clone(), |coding| coding.tag(&identity));
+        Ok(Self {
+            etag: HeaderValue::try_from(tag).map_err(ApiError::internal)?,
+            large,
+            coding,
+            not_modified: none_match_fails(request.headers(), identity.as_bytes()),
+        })
+    }
+
+    /// The response of `total` items with `body`: a 304 without it when
+    /// `If-None-Match` named the tag. A `HEAD` gets an empty `body`, and
+    /// the headers a `GET` would (`Transfer-Encoding: chunked` included).
+    fn respond(
+        &self,
+        total: u64,
+        body: impl Stream<Item = io::Result<Bytes>> + 'static,
+    ) -> HttpResponse {
+        let mut response = if self.not_modified {
+            HttpResponse::NotModified()
+        } else {
+            HttpResponse::Ok()
+        };
+        response.insert_header((header::ETAG, self.etag.clone()));
+        if self.large {
+            response.append_header((header::VARY, compress::VARY.clone()));
+        }
+        if self.not_modified {
+            return response.finish();
+        }
+        response
+            .insert_header((
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(APPLICATION_JSON),
+            ))
+            .insert_header(total_count(total));
+        if let Some(coding) = self.coding {
+            response.insert_header((header::CONTENT_ENCODING, coding.header_value()));
+        }
+        response.streaming(body)
+    }
+}
+
+/// `chunk`, through `encoder` when the listing is compressed.
+fn encoded(encoder: &mut Option<StreamEncoder>, chunk: &[u8]) -> io::Result<Vec<u8>> {
+    match encoder {
+        Some(encoder) => encoder.push(chunk).map(|bytes| bytes.to_vec()),
+        None => Ok(chunk.to_vec()),
+    }
+}
+
+/// Reads the listing's `rest` to its end at the store's pace, writing each
+/// batch (as JSON, compressed when `encoder` is set) into the spool, then
+/// the array's end. Lets go of the store as soon as it is read, or as soon
+/// as the client is gone.
+async fn read_the_rest(
+    mut rest: BoxStream<'static, ItemBatch>,
+    mut items: Items,
+    mut encoder: Option<StreamEncoder>,
+    mut spool: SpoolWriter,
+) {
+    while let Some(batch) = rest.next().await {
+        if spool.reader_gone() {
+            return;
+        }
+        let chunk = match batch {
+            Ok(batch) => items
+                .chunk(&batch)
+                .map_err(io::Error::other)
+                .and_then(|chunk| encoded(&mut encoder, &chunk)),
+            Err(error) => {
+                cut_short(&error);
+                return spool.fail(io::Error::other(error));
+            }
+        };
+        let pushed = match chunk {
+            Ok(chunk) => spool.push(Bytes::from(chunk)).await,
+            Err(error) => Err(Refused::File(error)),
+        };
+        match pushed {
+            Ok(()) => {}
+            Err(Refused::ReaderGone) => return,
+            Err(Refused::File(error)) => {
+                spool_failed(&error);
+                return spool.fail(error);
+            }
+        }
+        // A store whose batches are always ready (the in-memory one) would
+        // otherwise keep the worker from every other request until the end.
+        tokio::task::yield_now().await;
+    }
+    // The store is read: its connection, reader or snapshot goes back now.
+    drop(rest);
+    let last = encoded(&mut encoder, b"]").and_then(|mut last| {
+        if let Some(encoder) = encoder {
+            last.extend_from_slice(&encoder.finish()?);
+        }
+        Ok(last)
+    });
+    match last {
+        Ok(last) => match spool.push(Bytes::from(last)).await {
+            Ok(()) => spool.finish(),
+            Err(Refused::ReaderGone) => {}
+            Err(Refused::File(error)) => {
+                spool_failed(&error);
+                spool.fail(error);
+            }
+        },
+        Err(error) => {
+            spool_failed(&error);
+            spool.fail(error);
+        }
+    }
 }
 
 /// The items of a listing, written a batch at a time as parts of one JSON
@@ -95,7 +252,7 @@ struct Items {
 }
 
 impl Items {
-    fn chunk(&mut self, batch: &[Item]) -> Result<Bytes, serde_json::Error> {
+    fn chunk(&mut self, batch: &[Item]) -> Result<Vec<u8>, serde_json::Error> {
         let size = batch.iter().map(listed_size).sum::<usize>();
         let mut chunk = Vec::with_capacity(size);
         for item in batch {
@@ -104,38 +261,8 @@ impl Items {
             }
             write_item(&mut chunk, item)?;
         }
-        Ok(Bytes::from(chunk))
+        Ok(chunk)
     }
-}
-
-/// `body` compressed as it streams: each chunk through `encoder`, flushed,
-/// then its end; a failure of `body` ends the stream there, unterminated.
-fn compressed<E>(
-    body: impl Stream<Item = Result<Bytes, E>> + Unpin + 'static,
-    encoder: StreamEncoder,
-) -> impl Stream<Item = Result<Bytes, Box<dyn std::error::Error>>> + 'static
-where
-    E: Into<Box<dyn std::error::Error>> + 'static,
-{
-    futures_util::stream::unfold((body, Some(encoder)), |(mut body, encoder)| async move {
-        let mut encoder = encoder?;
-        let out = match body.next().await {
-            Some(Ok(chunk)) => match encoder.push(&chunk) {
-                Ok(bytes) => Ok((bytes, Some(encoder))),
-                Err(error) => Err(error.into()),
-            },
-            Some(Err(error)) => Err(error.into()),
-            None => encoder
-                .finish()
-                .map(|last| (last, None))
-                .map_err(Into::into),
-        };
-        Some(match out {
-            Ok((bytes, encoder)) => (Ok(bytes), (body, encoder)),
-            Err(error) => (Err(error), (body, None)),
-        })
-    })
-    .filter(|chunk| std::future::ready(!matches!(chunk, Ok(bytes) if bytes.is_empty())))
 }
 
 /// Logs a listing that failed after its status was sent: its request line
@@ -148,5 +275,18 @@ fn cut_short(error: &RepositoryError) {
         status = 200,
         error = %ErrorChain(error),
         "the listing failed after its status was sent; the body was cut unterminated",
+    );
+}
+
+/// Logs a listing whose spool could not be written (the temporary
+/// directory is full or gone): the body is cut, as for a store failure.
+fn spool_failed(error: &io::Error) {
+    tracing::error!(
+        target: REQUEST_TARGET,
+        method = "GET",
+        path = "/items",
+        status = 200,
+        %error,
+        "the listing could not be spooled for its client; the body was cut unterminated",
     );
 }

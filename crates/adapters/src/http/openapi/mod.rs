@@ -99,9 +99,11 @@ impl Modify for StoreOperations {
     info(
         title = "items-service",
         description = "A JSON-over-HTTP service for items, products and users. Every GET path also \
-answers HEAD; every path answers OPTIONS (204 with Allow) and any other method with 405, Allow and \
+answers HEAD, with the headers GET would send and no body (C12: a HEAD costs only the headers); \
+every path answers OPTIONS (204 with Allow) and any other method with 405, Allow and \
 a problem body. Responses to requests with Origin carry Access-Control-Allow-Origin: *. Every \
-response carries X-Content-Type-Options: nosniff.",
+response carries X-Content-Type-Options: nosniff. A client that reads nothing of a response for \
+SEND_TIMEOUT_MS (30 s by default) is disconnected (C12).",
         license(name = "MIT")
     ),
     paths(
