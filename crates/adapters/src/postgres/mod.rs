@@ -295,7 +295,7 @@ pub const POOL_MAX_CONNECTIONS: &str = "database_pool_max_connections";
 
 /// The database answers when a pooled connection's server says it still
 /// has the URL's attribute (`target_session_attrs`, `any` by default) and
-/// is not fenced, in one round trip, within [`PING_WITHIN`]. A connection
+/// is not fenced, in one round trip, within `PING_WITHIN` (0.9 s). A connection
 /// whose server lost it is closed, so the next request's connection goes
 /// to another host. While a host is fenced, each ping also asks it again
 /// what it is (so one rejoined as a standby is no longer reported), and a
