@@ -32,13 +32,13 @@ import sys
 import common
 from scenarios import (ab, functions, icache, instructions, interleaved, limiter_flood, limiter_redis, load,
                        one_connection, pg_cpu, pgbench, postgres, profile_list, repeated_fields_rss, response_bytes,
-                       scale, sqlite, sqlite_backup, sqlite_commit, store_ops, worst_requests_rss)
+                       scale, slow_clients, sqlite, sqlite_backup, sqlite_commit, store_ops, worst_requests_rss)
 
 # In the order `list` shows them.
 SCENARIOS = {module.__name__.rsplit(".", 1)[1]: module for module in [
     load, response_bytes, ab, interleaved,
     instructions, functions, icache, profile_list, store_ops,
-    postgres, pgbench, pg_cpu, one_connection, scale,
+    postgres, pgbench, pg_cpu, one_connection, scale, slow_clients,
     sqlite, sqlite_commit, sqlite_backup,
     limiter_redis, limiter_flood,
     worst_requests_rss, repeated_fields_rss,
