@@ -76,6 +76,7 @@ impl Services {
             items,
             products,
             users,
+            ..
         } = repositories;
         Self {
             items: ItemService::new(items),
