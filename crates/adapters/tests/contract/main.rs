@@ -17,6 +17,7 @@ use items_testkit::Repositories;
 mod key_purge;
 mod memory_changes;
 mod sqlite_backup;
+mod sqlite_feed;
 mod sqlite_file;
 mod sqlite_point_reads;
 mod sqlite_readers;
@@ -44,4 +45,5 @@ items_testkit::contract_tests!(
     repositories postgres_second_of_two_hosts = ScratchStore::behind_a_refusing_host().await
 );
 items_testkit::contract_tests!(repositories sqlite = SqliteFile::create().await);
+items_testkit::contract_tests!(changes sqlite_changes = SqliteFile::create().await);
 items_testkit::contract_tests!(upload_store disk = UploadDirectory::open());
