@@ -14,16 +14,20 @@ use items_domain::{
 use super::coalesce::{Coalescer, ItemCreates, ItemReads};
 use super::decode::{self, column};
 use super::pool::{Lease, Pool, lease};
+use crate::changes::durable::DurableFeed;
 use crate::sql::rows::{stored_item, stored_items};
 
 /// Items in the `items` table. Point reads and creates go through the
 /// store's coalescing queues (`coalesce`): alone when a connection is free,
-/// else batched with the others waiting.
+/// else batched with the others waiting. The schema's triggers record
+/// every change (C14); after each write that committed, this instance's
+/// change feed is woken, so its subscribers need not wait for a poll.
 #[derive(Debug, Clone)]
 pub struct PostgresItemRepository {
     pool: Pool,
     reads: Coalescer<ItemReads>,
     creates: Coalescer<ItemCreates>,
+    changes: DurableFeed,
 }
 
 impl PostgresItemRepository {
@@ -31,11 +35,13 @@ impl PostgresItemRepository {
         pool: Pool,
         reads: Coalescer<ItemReads>,
         creates: Coalescer<ItemCreates>,
+        changes: DurableFeed,
     ) -> Self {
         Self {
             pool,
             reads,
             creates,
+            changes,
         }
     }
 }
@@ -196,6 +202,7 @@ impl ItemRepository for PostgresItemRepository {
     /// joins a batch: it takes `keys.rs`'s path (`create_keyed`).
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
         let id = self.creates.call(name.clone()).await?;
+        self.changes.wake();
         Ok(Item {
             id: Id::new(id),
             name,
@@ -210,7 +217,11 @@ impl ItemRepository for PostgresItemRepository {
         key: &IdempotencyKey,
         at: SystemTime,
     ) -> Result<Keyed<Item>, RepositoryError> {
-        super::keys::create_item(&self.pool, name, key, at).await
+        let keyed = super::keys::create_item(&self.pool, name, key, at).await?;
+        if matches!(keyed, Keyed::Created(_)) {
+            self.changes.wake();
+        }
+        Ok(keyed)
     }
 
     /// One `update`, so the write is atomic; with `expected` the `where`
@@ -245,6 +256,9 @@ impl ItemRepository for PostgresItemRepository {
         };
         if updated > 0 || expected.is_none() {
             connection.commit().await?;
+            if updated > 0 {
+                self.changes.wake();
+            }
             return Ok(if updated > 0 {
                 Replaced::Yes
             } else {
@@ -271,6 +285,9 @@ impl ItemRepository for PostgresItemRepository {
             .execute("delete from items where id = $1", &[&id.get()])
             .await?;
         connection.commit().await?;
+        if deleted > 0 {
+            self.changes.wake();
+        }
         Ok(deleted > 0)
     }
 }

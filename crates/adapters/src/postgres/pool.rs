@@ -605,6 +605,7 @@ mod tests {
         let settings = PostgresSettings {
             pool_size: 1,
             statement_timeout: budget,
+            ..PostgresSettings::default()
         };
         let url = url_of(&database).with_host("127.0.0.1", proxy.port());
         let store = PostgresStore::connect(&url, settings, Duration::from_secs(5))
@@ -694,6 +695,7 @@ mod tests {
         let settings = PostgresSettings {
             pool_size: 2,
             statement_timeout: Duration::from_millis(500),
+            ..PostgresSettings::default()
         };
         let store = PostgresStore::connect(&url, settings, Duration::from_secs(5))
             .await
