@@ -168,7 +168,9 @@ async fn a_good_host_listed_after_fourteen_that_hang_is_reached_and_migrated_c1_
     let took = started.elapsed();
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(
-        stdout.starts_with("items-service: the schema is up to date: PostgreSQL "),
+        stdout.starts_with(
+            "items-service: applied 4 migrations: the schema is up to date: PostgreSQL "
+        ),
         "{stdout:?}"
     );
     assert!(took < Duration::from_secs(20), "migrated after {took:?}");
