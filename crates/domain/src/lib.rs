@@ -13,6 +13,7 @@
 //!   MUST return; the contract checks of `items-testkit` test exactly that,
 //!   for any adapter.
 
+pub mod changes;
 pub mod defaults;
 pub mod entities;
 pub mod idempotency;
@@ -24,6 +25,7 @@ pub mod uploads;
 pub mod use_cases;
 pub mod values;
 
+pub use changes::{Change, ChangeFeed, ChangeStream, Cursor, FeedError, ItemChange, Subscription};
 pub use entities::{
     Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ListingHead, Product, User, seeded_users,
 };
@@ -40,7 +42,7 @@ pub use uploads::{
     UploadStoreError,
 };
 pub use use_cases::{
-    CreateError, Created, GetItemError, ItemService, Precondition, ProductService,
+    ChangeService, CreateError, Created, GetItemError, ItemService, Precondition, ProductService,
     ReplaceItemError, UserService,
 };
 pub use values::{Id, InvalidValue, Name, PageLimit, Price};

@@ -58,6 +58,7 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 
+use crate::changes::ChangeFeed;
 use crate::entities::{Item, ItemListing, ItemPage, ItemQuery, ListingHead, Product, User};
 use crate::idempotency::{IdempotencyKey, Keyed};
 pub use crate::repository_error::RepositoryError;
@@ -365,10 +366,13 @@ pub struct Repositories {
     pub items: Arc<dyn ItemRepository>,
     pub products: Arc<dyn ProductRepository>,
     pub users: Arc<dyn UserRepository>,
+    /// The changes of `items` (C14), when the store keeps them: every store
+    /// of the service does; an adapter without one serves no change feed.
+    pub changes: Option<Arc<dyn ChangeFeed>>,
 }
 
 impl Repositories {
-    /// Bundles an adapter's three repositories.
+    /// Bundles an adapter's three repositories, without a change feed.
     pub fn new(
         items: impl ItemRepository + 'static,
         products: impl ProductRepository + 'static,
@@ -378,7 +382,17 @@ impl Repositories {
             items: Arc::new(items),
             products: Arc::new(products),
             users: Arc::new(users),
+            changes: None,
         }
+    }
+
+    /// The same repositories with the changes of their items (C14): `feed`
+    /// MUST report the writes made through `items`, and through every other
+    /// writer of the same store.
+    #[must_use]
+    pub fn with_changes(mut self, feed: impl ChangeFeed + 'static) -> Self {
+        self.changes = Some(Arc::new(feed));
+        self
     }
 }
 

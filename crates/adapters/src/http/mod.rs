@@ -79,6 +79,7 @@ impl Services {
             items,
             products,
             users,
+            ..
         } = repositories;
         Self {
             items: ItemService::new(items),
