@@ -6,6 +6,7 @@
 //!   ([`repositories::products`]) and `UserRepository`
 //!   ([`repositories::users`]);
 //! - [`uploads`]: one check per MUST of `UploadStore` and `PendingUpload`;
+//! - [`changes`]: one check per MUST of `ChangeFeed` (C14);
 //! - [`contract_tests!`]: every check of one contract as a test, for one
 //!   adapter, in one line;
 //!
@@ -48,6 +49,7 @@
 //! the kit with `items-testkit` as their only dev-dependency.
 
 mod answer;
+pub mod changes;
 pub mod files;
 pub mod repositories;
 pub mod uploads;
@@ -61,6 +63,7 @@ pub mod tcp_proxy;
 
 use std::future::Future;
 
+pub use changes::ChangeFeedFixture;
 #[cfg(feature = "log")]
 pub use log::init_test_log;
 pub use repositories::{ItemRepositoryFixture, Repositories, RepositoryFixture};
@@ -96,6 +99,8 @@ pub trait Fixture: Sized {
 ///   of [`repositories::items`] run.
 /// - `upload_store`: `setup` is an [`UploadStoreFixture`]; the checks of
 ///   [`uploads`] run.
+/// - `changes`: `setup` is a [`ChangeFeedFixture`]; the checks of
+///   [`changes`] run (C14).
 ///
 /// `setup` is written inside each async test, so it may `.await`, and it
 /// sees the items of the module the macro is called in. After the check,
@@ -132,6 +137,13 @@ macro_rules! contract_tests {
             #[allow(unused_imports)] // `setup` may name nothing of the caller's
             use super::*;
             $crate::__checks!(upload_store, tests $setup, upload_store, |fixture| &fixture);
+        }
+    };
+    (changes $module:ident = $setup:expr) => {
+        mod $module {
+            #[allow(unused_imports)] // `setup` may name nothing of the caller's
+            use super::*;
+            $crate::__checks!(changes, tests $setup, changes, |fixture| &fixture);
         }
     };
 }
@@ -193,6 +205,18 @@ macro_rules! __checks {
             remove_deletes_a_committed_file_and_ignores_a_missing_one,
         ] $($then)* }
     };
+    (changes, $($then:tt)*) => {
+        $crate::__checks! { @apply [
+            every_committed_change_reaches_a_subscriber_once_in_order_c14,
+            a_subscription_starts_at_the_present_c14,
+            resuming_after_a_cursor_misses_and_repeats_nothing_c14,
+            an_unknown_cursor_is_reset_to_the_present_c14,
+            an_expired_cursor_is_reset_to_the_present_c14,
+            a_write_that_wrote_nothing_is_no_change_c14,
+            concurrent_writes_reach_every_subscriber_once_in_commit_order_c14,
+            a_subscriber_that_does_not_read_never_delays_writes_c14,
+        ] $($then)* }
+    };
     (@apply [$($check:ident),* $(,)?] names) => {
         [$(stringify!($check)),*]
     };
@@ -223,6 +247,7 @@ pub mod __private {
     use futures_util::FutureExt;
 
     use crate::Fixture;
+    pub use crate::changes;
     pub use crate::repositories::{items, products, stores, users};
     pub use crate::uploads as upload_store;
 
@@ -347,6 +372,16 @@ mod tests {
             public_checks(repositories),
             BTreeSet::new(),
             "repositories.rs holds no checks of its own"
+        );
+    }
+
+    #[test]
+    fn contract_tests_runs_every_public_change_feed_check() {
+        let listed = BTreeSet::from(crate::__checks!(changes, names));
+        let public = public_checks(include_str!("changes.rs"));
+        assert_eq!(
+            listed, public,
+            "`__checks!(changes)` must list exactly the public checks of changes.rs"
         );
     }
 
