@@ -12,11 +12,12 @@
 //! - `disk` (feature `disk`): the local-disk upload store.
 //!
 //! Beside them: [`report`], the one way errors are written out with their
-//! causes; `batch`, the group-commit queue the stores' engines drain (built
+//! causes; `changes`, what the stores' change feeds share (C14); `batch`, the group-commit queue the stores' engines drain (built
 //! with any adapter that uses it); `sql`, what the two SQL stores share;
 //! `traces`, the spans every adapter emits for traces (C11).
 //! Test fixtures live in `items-testkit` and the tests, never here.
 
+mod changes;
 pub mod memory;
 pub mod report;
 

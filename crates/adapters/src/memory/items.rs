@@ -2,26 +2,34 @@
 //! (`ItemChunks`, `item_chunks.rs`) behind one lock, with the id counter
 //! (C2) and the collection's version (C7); a page is copied out under the
 //! read lock, and a full listing streams from a snapshot taken under it
-//! (C10).
+//! (C10). Every write that changes an item is recorded in the change
+//! feed's hub (C14) under the same write lock.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
 use items_domain::{
-    Id, IdempotencyKey, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed,
-    ListingHead, Name, Replaced, RepositoryError,
+    Id, IdempotencyKey, Item, ItemBatch, ItemChange, ItemListing, ItemPage, ItemQuery,
+    ItemRepository, Keyed, ListingHead, Name, Replaced, RepositoryError,
 };
 use parking_lot::RwLock;
 
 use super::IdCounter;
+use super::changes::{InMemoryChangeFeed, RETAINED_CHANGES};
 use super::item_chunks::ItemChunks;
 use super::keys::Keys;
+use crate::changes::cursor::{CursorFormat, random_origin};
+use crate::changes::hub::Hub;
 
 /// Items in memory. Names are `Arc<str>` inside [`Name`], so copying a page
 /// out of the chunks only bumps reference counts.
 #[derive(Debug)]
 pub struct InMemoryItemRepository {
     state: RwLock<State>,
+    /// The changes (C14), published while the write lock is held, so their
+    /// positions are in the order the writes took effect.
+    changes: InMemoryChangeFeed,
 }
 
 /// Items a full listing hands to the HTTP adapter at a time: enough that the
@@ -47,21 +55,21 @@ struct State {
     keys: Keys<Item>,
 }
 
-/// Appends an item named `name` with the next id; the caller holds the
-/// write lock over all three.
+/// Appends an item named `name` with the next id and records its
+/// creation in `hub`; the caller holds the write lock over all three.
 fn push(
     items: &mut ItemChunks,
     last_id: &mut IdCounter,
     version: &mut u64,
+    hub: &Hub,
     name: Name,
 ) -> Result<Item, RepositoryError> {
     let id = last_id.next()?;
-    items.push(Item {
-        id,
-        name: name.clone(),
-    });
+    let item = Item { id, name };
+    items.push(item.clone());
     *version += 1;
-    Ok(Item { id, name })
+    hub.publish_next(ItemChange::Created(item.clone()), SystemTime::now());
+    Ok(item)
 }
 
 /// Up to [`BATCH`] items of `items` after `after`, in id order.
@@ -96,6 +104,13 @@ impl InMemoryItemRepository {
     /// kept from an earlier process must not match a different collection
     /// that happens to have seen as many writes (equal tags, equal bytes).
     pub fn new() -> Self {
+        Self::with_retained_changes(RETAINED_CHANGES)
+    }
+
+    /// An empty repository whose change feed keeps the last `retained`
+    /// changes for subscribers resuming with a cursor (C14; [`new`](Self::new)
+    /// keeps [`RETAINED_CHANGES`]).
+    pub fn with_retained_changes(retained: usize) -> Self {
         let mut seed = [0u8; 8];
         // Without randomness the versions still differ within one process;
         // only the cross-restart guarantee is lost, so zero is acceptable.
@@ -106,7 +121,16 @@ impl InMemoryItemRepository {
         };
         Self {
             state: RwLock::new(state),
+            changes: InMemoryChangeFeed {
+                hub: Arc::new(Hub::new(retained, 0)),
+                cursors: CursorFormat::new('m', &random_origin()),
+            },
         }
+    }
+
+    /// The change feed of this repository's items (C14).
+    pub fn changes(&self) -> InMemoryChangeFeed {
+        self.changes.clone()
     }
 }
 
@@ -203,7 +227,7 @@ impl ItemRepository for InMemoryItemRepository {
             version,
             ..
         } = &mut *state;
-        push(items, last_id, version, name)
+        push(items, last_id, version, &self.changes.hub, name)
     }
 
     async fn create_keyed(
@@ -221,7 +245,7 @@ impl ItemRepository for InMemoryItemRepository {
         } = &mut *state;
         let same = |first: &Item| first.name == name;
         keys.create(key, at, same, || {
-            push(items, last_id, version, name.clone())
+            push(items, last_id, version, &self.changes.hub, name.clone())
         })
     }
 
@@ -239,6 +263,8 @@ impl ItemRepository for InMemoryItemRepository {
         }
         *current = item.name.clone();
         state.version += 1;
+        let change = ItemChange::Replaced(item.clone());
+        self.changes.hub.publish_next(change, SystemTime::now());
         Ok(Replaced::Yes)
     }
 
@@ -247,6 +273,8 @@ impl ItemRepository for InMemoryItemRepository {
         let existed = state.items.remove(id);
         if existed {
             state.version += 1;
+            let change = ItemChange::Deleted(id);
+            self.changes.hub.publish_next(change, SystemTime::now());
         }
         Ok(existed)
     }

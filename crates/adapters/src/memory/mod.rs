@@ -6,11 +6,13 @@
 //! one reference count per chunk; lookups, replaces and deletes by id are a
 //! binary search over the chunks, then within one, and a page is a seek and
 //! a scan. Products are a `BTreeMap` keyed by id; the two users are a fixed
-//! list. Ids come out in order for free. Items and products sit behind a
+//! list. Ids come out in order for free. The item repository records every
+//! change in its change feed's hub (C14, `changes.rs`), under its write lock. Items and products sit behind a
 //! `parking_lot::RwLock`, the rate-limit budgets (`rate_limit.rs`) behind
 //! sharded `parking_lot` mutexes: their locks cannot be poisoned, so a panic
 //! elsewhere does not turn every later request into an error.
 
+mod changes;
 mod item_chunks;
 mod items;
 mod keys;
@@ -20,19 +22,24 @@ mod users;
 
 use items_domain::{Id, Repositories, RepositoryError};
 
+pub use changes::{InMemoryChangeFeed, RETAINED_CHANGES};
 pub use items::InMemoryItemRepository;
 pub use products::InMemoryProductRepository;
 pub use rate_limit::InMemoryRateLimitStore;
 pub use users::InMemoryUserRepository;
 
 /// A fresh in-memory store: no items, no products, the two seeded users
-/// (C4). Each call is a store of its own.
+/// (C4), and the change feed of its items (C14). Each call is a store of
+/// its own.
 pub fn repositories() -> Repositories {
+    let items = InMemoryItemRepository::new();
+    let changes = items.changes();
     Repositories::new(
-        InMemoryItemRepository::new(),
+        items,
         InMemoryProductRepository::new(),
         InMemoryUserRepository::seeded(),
     )
+    .with_changes(changes)
 }
 
 /// The last id handed out by a repository. It only grows, so an id is never

@@ -15,6 +15,7 @@ use items_adapters::memory::{
 use items_testkit::Repositories;
 
 mod key_purge;
+mod memory_changes;
 mod postgres_listings;
 mod sqlite_backup;
 mod sqlite_file;
@@ -25,6 +26,7 @@ mod sqlite_wal;
 mod transfer;
 mod upload_directory;
 
+use memory_changes::MemoryChanges;
 use sqlite_file::SqliteFile;
 use upload_directory::UploadDirectory;
 
@@ -37,6 +39,7 @@ fn in_memory() -> Repositories {
 }
 
 items_testkit::contract_tests!(repositories in_memory = in_memory());
+items_testkit::contract_tests!(changes in_memory_changes = MemoryChanges::new());
 items_testkit::contract_tests!(repositories postgres = ScratchStore::create().await);
 items_testkit::contract_tests!(
     repositories postgres_second_of_two_hosts = ScratchStore::behind_a_refusing_host().await

@@ -1,0 +1,12 @@
+//! What the stores' change feeds (C14) share: the hub of recent changes
+//! every subscriber of a process reads from ([`hub`]), the subscription's
+//! stream over it and a store's history ([`follow`]), and the cursors
+//! naming a store and a position ([`cursor`]).
+//!
+//! A store decides the order of its changes and records them with its
+//! writes; what it hands this module is positions that only grow, in that
+//! order, each published once it is final.
+
+pub(crate) mod cursor;
+pub(crate) mod follow;
+pub(crate) mod hub;
