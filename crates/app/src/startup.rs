@@ -70,6 +70,7 @@ impl Application {
             body_limits: (&config.server).into(),
             rate_limit: (&config.limiter).into(),
             upload_limits: (&config.uploads).into(),
+            changes: (&config.changes).into(),
             request_log: crate::telemetry::request_log(),
             tracer: crate::telemetry::request_tracer(),
             send_timeout: config.server.send_timeout(),

@@ -250,6 +250,8 @@ pub async fn an_expired_cursor_is_reset_to_the_present_c14(store: &impl ChangeFe
     let feed = store.changes();
     let mut probe = Subscriber::after(&*feed, None, "a probe").await;
     let first = items.create(name("first")).await.answer("create first");
+    items.create(name("second")).await.answer("create second");
+    // The cursor of the first: the change after it expires too.
     let cursor = probe.next().await.cursor;
     drop(probe);
     store.expire_changes().await;

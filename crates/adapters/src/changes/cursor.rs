@@ -49,6 +49,14 @@ impl CursorFormat {
     }
 }
 
+/// Whether a store that pruned every change up to `floor` and issued
+/// positions up to `issued` can resume after `position`: every change
+/// after it is still retained (its own may be gone: nothing after it is
+/// missed), and the store gave it.
+pub(crate) fn retained(position: u64, floor: u64, issued: u64) -> bool {
+    floor <= position && position <= issued
+}
+
 /// A random origin, 16 hex digits: a store's own, so its cursors are told
 /// apart from those of any other store.
 pub(crate) fn random_origin() -> String {
@@ -63,6 +71,15 @@ pub(crate) fn random_origin() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cursor_is_known_while_every_change_after_it_is_retained() {
+        assert!(retained(5, 4, 9));
+        assert!(retained(9, 4, 9));
+        assert!(retained(4, 4, 9), "its own change is gone, none after it");
+        assert!(!retained(3, 4, 9), "the change after it was pruned");
+        assert!(!retained(10, 4, 9), "never issued");
+    }
 
     #[test]
     fn a_cursor_names_its_store_and_position_and_nothing_else_parses() {

@@ -11,8 +11,9 @@
 //!   subscriber caught up by the pruning ends [`FeedError::TooSlow`] rather
 //!   than skip what was pruned;
 //! - the hub never waits for a subscriber: one that falls below the hub's
-//!   floor reads on from the history, or, in a store without one (in
-//!   memory, where the hub is all there is), ends [`FeedError::TooSlow`].
+//!   floor once it follows the hub ends [`FeedError::TooSlow`] (it resumes
+//!   with its cursor, from the history); the history is read only to catch
+//!   up a subscription that starts below the hub.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -51,6 +52,8 @@ struct Follow {
     after: u64,
     buffer: VecDeque<Entry>,
     waiter: Waiter,
+    /// Reading from the hub (no more from the history).
+    following: bool,
     ended: bool,
     /// Kept as long as the stream: a durable store counts its subscribers
     /// by it.
@@ -89,6 +92,7 @@ pub(crate) fn follow(
         after,
         buffer: VecDeque::new(),
         waiter,
+        following: false,
         ended: false,
         _held: held,
     };
@@ -121,8 +125,9 @@ impl Follow {
             }
             let (floor, head) = self.hub.bounds();
             if self.after < floor {
-                let Some(history) = &self.history else {
-                    return Some(self.end(FeedError::TooSlow));
+                let history = match &self.history {
+                    Some(history) if !self.following => history,
+                    _ => return Some(self.end(FeedError::TooSlow)),
                 };
                 let (entries, retained_from) = match history.read(self.after, head, BATCH).await {
                     Ok(read) => read,
@@ -138,16 +143,11 @@ impl Follow {
                 }
                 continue;
             }
+            self.following = true;
             let (hub, after, id) = (&self.hub, self.after, self.waiter.id);
             match poll_fn(|cx| hub.poll_after(after, BATCH, id, cx)).await {
                 Read::Changes(entries) => self.buffer.extend(entries),
-                Read::Behind => {
-                    // The history (when there is one) still has it: read on
-                    // from there at the next turn.
-                    if self.history.is_none() {
-                        return Some(self.end(FeedError::TooSlow));
-                    }
-                }
+                Read::Behind => return Some(self.end(FeedError::TooSlow)),
             }
         }
     }

@@ -116,7 +116,7 @@ pub(crate) enum Tagged {
 /// `If-None-Match` names the current tag. Called by the edge
 /// ([`super::edge`]) on the routes' response.
 pub(crate) fn tag(response: ServiceResponse<BoxBody>) -> Tagged {
-    if response.status() != StatusCode::OK {
+    if response.status() != StatusCode::OK || is_event_stream(response.headers()) {
         return Tagged::Now(response);
     }
     // A handler that set its own tag keeps its body as it is: the streamed
@@ -141,6 +141,15 @@ pub(crate) fn tag(response: ServiceResponse<BoxBody>) -> Tagged {
             Ok(tag_bytes(request, response, bytes))
         })),
     }
+}
+
+/// A change stream (C14): never read whole (it does not end), so it gets
+/// no `ETag` (no fixed representation has one) and no compression (each
+/// event must reach the client as it is sent).
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"text/event-stream"))
 }
 
 /// [`tag`], once the body's `bytes` are at hand.

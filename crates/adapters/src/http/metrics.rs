@@ -63,6 +63,82 @@ pub fn describe() {
     // event, so a rate over them is defined from the start.
     counter!(UPLOADED_BYTES).increment(0);
     counter!(RATE_LIMIT_REFUSALS).increment(0);
+    changes::describe();
+}
+
+/// The change streams' metrics (C14): streams open, events sent,
+/// streams refused and cut, and how long a change took from its commit
+/// to its subscriber's buffer.
+pub mod changes {
+    use std::time::SystemTime;
+
+    use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
+
+    /// Change streams open now in this process.
+    pub const STREAMS_OPEN: &str = "changes_streams_open";
+    /// Change events sent (into subscribers' buffers).
+    pub const EVENTS_SENT: &str = "changes_events_sent_total";
+    /// Streams ended by the service, by `reason`: `slow` (the subscriber's
+    /// buffer was full), `store` (the store failed), `stopping` (drain).
+    pub const DISCONNECTS: &str = "changes_disconnects_total";
+    /// Streams refused because `CHANGES_MAX_STREAMS` were open.
+    pub const REFUSED: &str = "changes_streams_refused_total";
+    /// From a change's commit (the store's clock) to its event's sending.
+    pub const LAG: &str = "changes_feed_lag_seconds";
+    /// Buckets of [`LAG`], in seconds: from a change in memory (under a
+    /// millisecond) to one a poller found late (C14 allows 1 s).
+    pub const LAG_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
+
+    pub(super) fn describe() {
+        describe_gauge!(
+            STREAMS_OPEN,
+            "Change streams (GET /items, text/event-stream) open now."
+        );
+        describe_counter!(EVENTS_SENT, "Change events sent to subscribers.");
+        describe_counter!(
+            DISCONNECTS,
+            "Change streams the service ended, by reason: slow (the subscriber fell behind), store (the store failed), stopping (drain)."
+        );
+        describe_counter!(
+            REFUSED,
+            "Change streams refused with 503: CHANGES_MAX_STREAMS were open."
+        );
+        describe_histogram!(
+            LAG,
+            Unit::Seconds,
+            "Time from a change's commit to its event being sent to a subscriber."
+        );
+        gauge!(STREAMS_OPEN).set(0.0);
+        counter!(EVENTS_SENT).increment(0);
+        counter!(DISCONNECTS, "reason" => "slow").increment(0);
+        counter!(REFUSED).increment(0);
+    }
+
+    pub(crate) fn opened() {
+        gauge!(STREAMS_OPEN).increment(1.0);
+    }
+
+    pub(crate) fn closed() {
+        gauge!(STREAMS_OPEN).decrement(1.0);
+    }
+
+    pub(crate) fn refused() {
+        counter!(REFUSED).increment(1);
+    }
+
+    pub(crate) fn disconnected(reason: &'static str) {
+        counter!(DISCONNECTS, "reason" => reason).increment(1);
+    }
+
+    /// An event sent for a change recorded `at`.
+    pub(crate) fn sent(at: SystemTime) {
+        counter!(EVENTS_SENT).increment(1);
+        let lag = SystemTime::now()
+            .duration_since(at)
+            .unwrap_or_default()
+            .as_secs_f64();
+        metrics::histogram!(LAG).record(lag);
+    }
 }
 
 /// Counts the bytes of files an upload request stored.

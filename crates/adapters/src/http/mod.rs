@@ -39,7 +39,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use items_domain::{
-    ItemService, ProductService, RateLimiter, Repositories, UploadService, UploadStore, UserService,
+    ChangeService, ItemService, ProductService, RateLimiter, Repositories, UploadService,
+    UploadStore, UserService,
 };
 
 pub use admin::{AdminServer, Readiness, RenderMetrics};
@@ -47,6 +48,7 @@ pub use api_docs::ApiDocs;
 pub use body::BodyLimits;
 pub use connection::Draining;
 pub use edge::CLIENT_CLOSED;
+pub use items::changes::ChangeStreamSettings;
 pub use rate_limit::RateLimitSettings;
 pub use request_log::{REQUEST_TARGET, RequestLog, RequestRecord, TracingRequestLog};
 pub use request_trace::{RequestTracer, TraceIds};
@@ -59,6 +61,8 @@ pub use uploads::UploadLimits;
 #[derive(Debug, Clone)]
 pub struct Services {
     pub items: ItemService,
+    /// The change feed of the items (C14); `None` for a store without one.
+    pub changes: Option<ChangeService>,
     pub products: ProductService,
     pub users: UserService,
     pub uploads: UploadService,
@@ -79,10 +83,11 @@ impl Services {
             items,
             products,
             users,
-            ..
+            changes,
         } = repositories;
         Self {
             items: ItemService::new(items),
+            changes: changes.map(ChangeService::new),
             products: ProductService::new(products),
             users: UserService::new(users),
             uploads: UploadService::new(uploads),
@@ -99,6 +104,8 @@ pub struct HttpSettings {
     pub workers: usize,
     pub rate_limit: RateLimitSettings,
     pub upload_limits: UploadLimits,
+    /// The change streams (C14): how many, how often a heartbeat.
+    pub changes: ChangeStreamSettings,
     /// Set when the service begins to stop: responses then say
     /// `Connection: close` (C1).
     pub draining: Draining,

@@ -82,6 +82,9 @@ pub enum ApiError {
     /// 409 problem with `Retry-After`: a create with the same
     /// `Idempotency-Key` is still in flight (C7).
     KeyInFlight,
+    /// 406 problem: the representation asked for cannot be served (the
+    /// change feed of a store that keeps none, C14).
+    NotAcceptable { detail: &'static str },
     /// 412 problem: `If-Match` did not match the current item (C7).
     PreconditionFailed,
     /// 413 problem: the body or a file is larger than allowed (C3, C5).
@@ -98,6 +101,12 @@ pub enum ApiError {
     /// 503 problem with `Retry-After`: a store is unreachable and nothing
     /// was written; the cause is logged.
     Unavailable(RepositoryError),
+    /// 503 problem with `Retry-After`: no change stream can be opened now
+    /// (the instance's limit is reached, or it is stopping, C14).
+    StreamsRefused {
+        detail: &'static str,
+        retry_after_secs: u64,
+    },
     /// 504 problem of type `outcome-unknown`: a write was sent for commit
     /// and whether it was applied could not be learned (C12); the cause is
     /// logged.
@@ -147,6 +156,9 @@ impl ApiError {
                     .to_owned()
             }
             Self::UnsupportedMediaType { expected } => format!("The body must be {expected}."),
+            Self::NotAcceptable { detail } | Self::StreamsRefused { detail, .. } => {
+                (*detail).to_owned()
+            }
             Self::TooManyRequests { retry_after_secs } => {
                 format!("Too many requests; retry in {retry_after_secs} s.")
             }
@@ -271,12 +283,13 @@ impl ResponseError for ApiError {
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::KeyInFlight => StatusCode::CONFLICT,
+            Self::NotAcceptable { .. } => StatusCode::NOT_ACCEPTABLE,
             Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             Self::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable(_) | Self::StreamsRefused { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Self::OutcomeUnknown(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::InsufficientStorage(_) => StatusCode::INSUFFICIENT_STORAGE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -297,6 +310,9 @@ impl ResponseError for ApiError {
             Self::TooManyRequests { retry_after_secs } => {
                 problem().header(header::RETRY_AFTER, retry_after_secs.to_string())
             }
+            Self::StreamsRefused {
+                retry_after_secs, ..
+            } => problem().header(header::RETRY_AFTER, retry_after_secs.to_string()),
             // The first request is usually done within a second.
             Self::KeyInFlight => problem().header(header::RETRY_AFTER, "1"),
             Self::Unavailable(cause) => {
@@ -322,6 +338,7 @@ impl ResponseError for ApiError {
             Self::RouteNotFound
             | Self::RequestTimeout
             | Self::PreconditionFailed
+            | Self::NotAcceptable { .. }
             | Self::KeyReused
             | Self::PayloadTooLarge { .. }
             | Self::UnsupportedMediaType { .. } => problem(),

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use super::body::BodyLimits;
 use super::edge::{Edge, EdgeLayer};
 use super::front_door::FrontDoor;
+use super::items::changes::ChangeStreams;
 use super::metrics::RequestMetrics;
 use super::rate_limit::{Limiter, RateLimitSettings};
 use super::routes;
@@ -106,6 +107,13 @@ impl HttpServer {
         // (or per fleet, over Redis), not per worker thread.
         let limiter = Arc::new(Limiter::new(settings.rate_limit, services.rate_limits));
         let draining = settings.draining;
+        // One set of change streams for all workers, so `CHANGES_MAX_STREAMS`
+        // bounds the process (C14).
+        let changes = web::Data::new(ChangeStreams::new(
+            services.changes,
+            settings.changes,
+            draining.clone(),
+        ));
         let request_log = settings.request_log;
         let tracer = settings.tracer;
         let send_timeout = settings.send_timeout;
@@ -123,6 +131,7 @@ impl HttpServer {
             // `edge.rs` explains.
             App::new()
                 .app_data(items.clone())
+                .app_data(changes.clone())
                 .app_data(products.clone())
                 .app_data(users.clone())
                 .app_data(uploads.clone())
@@ -196,6 +205,7 @@ impl Default for HttpSettings {
             body_limits: BodyLimits::default(),
             workers: std::thread::available_parallelism().map_or(1, usize::from),
             upload_limits: UploadLimits::default(),
+            changes: super::ChangeStreamSettings::default(),
             rate_limit: RateLimitSettings::default(),
             draining: super::Draining::default(),
             request_log: super::request_log::default_sink(),

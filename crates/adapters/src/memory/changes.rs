@@ -11,7 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use items_domain::{ChangeFeed, Cursor, FeedError, RepositoryError, Subscription};
 
-use crate::changes::cursor::CursorFormat;
+use crate::changes::cursor::{CursorFormat, retained};
 use crate::changes::follow::follow;
 use crate::changes::hub::Hub;
 
@@ -29,15 +29,14 @@ pub struct InMemoryChangeFeed {
 
 #[async_trait]
 impl ChangeFeed for InMemoryChangeFeed {
-    /// A cursor is known while its change is among the retained ones (or
-    /// it is the latest position, which a subscription that saw nothing
-    /// yet starts from).
+    /// A cursor is known while every change after it is among the retained
+    /// ones.
     async fn subscribe(&self, after: Option<Cursor>) -> Result<Subscription, RepositoryError> {
         let (floor, head) = self.hub.bounds();
         let known = after
             .as_ref()
             .and_then(|cursor| self.cursors.position(cursor))
-            .filter(|position| (floor..=head).contains(position));
+            .filter(|&position| retained(position, floor, head));
         let from = known.unwrap_or(head);
         let start = self.cursors.cursor(from).map_err(|error| match error {
             FeedError::Unavailable(error) => error,

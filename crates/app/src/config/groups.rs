@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use clap::builder::TypedValueParser as _;
 use clap::{Args, ValueEnum};
-use items_adapters::http::{BodyLimits, DEFAULT_SEND_TIMEOUT, RateLimitSettings, UploadLimits};
+use items_adapters::http::{
+    BodyLimits, ChangeStreamSettings, DEFAULT_SEND_TIMEOUT, RateLimitSettings, UploadLimits,
+};
 use items_adapters::postgres::{DEFAULT_POOL_SIZE, DEFAULT_STATEMENT_TIMEOUT, PostgresSettings};
 use items_adapters::sqlite::SqliteSettings;
 use items_domain::defaults as limits;
@@ -110,6 +112,13 @@ pub struct StoreConfig {
           default_value_t = DEFAULT_STATEMENT_TIMEOUT.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(1..=MAX_STATEMENT_TIMEOUT_MS))]
     pub database_statement_timeout_ms: u64,
+
+    /// How long a durable store keeps its changes, so a change stream
+    /// resumes from an older cursor (C14): a number with a unit, `s`, `m`,
+    /// `h` or `d` (`24h`, `90m`), or seconds alone; 1 s to 366 d. The
+    /// in-memory store keeps its last 100,000 changes instead.
+    #[arg(long, env = "CHANGES_RETENTION", default_value = "24h", value_parser = parse_retention)]
+    pub changes_retention: Duration,
 }
 
 /// The longest budget `DATABASE_STATEMENT_TIMEOUT_MS` takes: an hour. A
@@ -148,6 +157,69 @@ impl From<&StoreConfig> for SqliteSettings {
             busy_timeout: store.statement_timeout(),
             ..Self::default()
         }
+    }
+}
+
+/// The change feed's streams (C14): how many an instance serves, and how
+/// often an idle one is sent a heartbeat.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Change feed")]
+pub struct ChangesConfig {
+    /// Change streams (`GET /items` with `Accept: text/event-stream`) one
+    /// instance serves at once (1–100000); beyond, 503 with `Retry-After`.
+    #[arg(long, env = "CHANGES_MAX_STREAMS", default_value_t = ChangeStreamSettings::DEFAULT_MAX_STREAMS as u32,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub changes_max_streams: u32,
+
+    /// How often an idle change stream gets a heartbeat comment, in
+    /// milliseconds (10–15000).
+    #[arg(long, env = "CHANGES_HEARTBEAT_MS",
+          default_value_t = ChangeStreamSettings::MAX_HEARTBEAT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(10..=15_000))]
+    pub changes_heartbeat_ms: u64,
+}
+
+impl From<&ChangesConfig> for ChangeStreamSettings {
+    fn from(changes: &ChangesConfig) -> Self {
+        Self {
+            max_streams: changes.changes_max_streams as usize,
+            heartbeat: Duration::from_millis(changes.changes_heartbeat_ms),
+            ..Self::default()
+        }
+    }
+}
+
+/// The longest `CHANGES_RETENTION`: a year and a day, past any sensible
+/// need; its table grows with it.
+const MAX_RETENTION: Duration = Duration::from_secs(366 * 24 * 60 * 60);
+
+/// `CHANGES_RETENTION`: digits, then `s`, `m`, `h` or `d` (seconds without
+/// one), from 1 s to [`MAX_RETENTION`].
+fn parse_retention(raw: &str) -> Result<Duration, String> {
+    const RULE: &str = "must be a duration such as 24h, 90m, 3600s or 7d (1 s to 366 d)";
+    let (digits, unit) = match raw.char_indices().last() {
+        Some((at, unit)) if unit.is_ascii_alphabetic() => (&raw[..at], unit),
+        _ => (raw, 's'),
+    };
+    if digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        return Err(RULE.to_owned());
+    }
+    let seconds_per = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        _ => return Err(RULE.to_owned()),
+    };
+    let seconds = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|count| count.checked_mul(seconds_per))
+        .ok_or_else(|| RULE.to_owned())?;
+    let retention = Duration::from_secs(seconds);
+    match retention.is_zero() || retention > MAX_RETENTION {
+        true => Err(RULE.to_owned()),
+        false => Ok(retention),
     }
 }
 

@@ -2,7 +2,7 @@
 //! the flag wins. An invalid value stops the process with exit status 2 and
 //! one line on stderr naming the setting. The settings come in groups, one
 //! per thing they configure: [`ServerConfig`], [`StoreConfig`],
-//! [`LimiterConfig`], [`UploadsConfig`], [`AdminConfig`].
+//! [`LimiterConfig`], [`UploadsConfig`], [`AdminConfig`], [`ChangesConfig`].
 
 mod database;
 mod groups;
@@ -13,7 +13,9 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub use database::DatabaseUrl;
-pub use groups::{AdminConfig, LimiterConfig, LogFormat, ServerConfig, StoreConfig, UploadsConfig};
+pub use groups::{
+    AdminConfig, ChangesConfig, LimiterConfig, LogFormat, ServerConfig, StoreConfig, UploadsConfig,
+};
 
 /// A JSON-over-HTTP service for items, products and users. Every setting is
 /// a flag or an environment variable; the flag wins.
@@ -43,6 +45,10 @@ pub struct Config {
     /// The admin listener (C11).
     #[command(flatten)]
     pub admin: AdminConfig,
+
+    /// The change feed's streams (C14).
+    #[command(flatten)]
+    pub changes: ChangesConfig,
 }
 
 /// The subcommands: things the binary does instead of serving.

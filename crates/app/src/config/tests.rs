@@ -42,6 +42,12 @@ fn defaults_follow_the_c1_table() {
     assert_eq!(config.admin.admin_port, None);
     assert_eq!(config.admin.shutdown_drain_ms, 5000);
     assert_eq!(config.server.send_timeout_ms, 30_000);
+    assert_eq!(
+        config.store.changes_retention,
+        std::time::Duration::from_secs(24 * 3600)
+    );
+    assert_eq!(config.changes.changes_max_streams, 1000);
+    assert_eq!(config.changes.changes_heartbeat_ms, 15_000);
 }
 
 #[test]
@@ -55,6 +61,64 @@ fn the_send_timeout_is_1_ms_to_an_hour_c1_c12() {
         server(&["--send-timeout-ms=3600000"]).send_timeout(),
         std::time::Duration::from_secs(3600)
     );
+}
+
+#[test]
+fn the_change_retention_is_a_duration_with_a_unit_c1_c14() {
+    let retention = |raw: &str| {
+        parse(&["--changes-retention", raw])
+            .unwrap()
+            .store
+            .changes_retention
+            .as_secs()
+    };
+    assert_eq!(retention("24h"), 86_400);
+    assert_eq!(retention("90m"), 5400);
+    assert_eq!(retention("3600s"), 3600);
+    assert_eq!(retention("3600"), 3600);
+    assert_eq!(retention("7d"), 604_800);
+    assert_eq!(retention("366d"), 366 * 86_400);
+    for refused in [
+        "0",
+        "0h",
+        "h",
+        "",
+        "1.5h",
+        "-1h",
+        "1w",
+        "24 h",
+        "367d",
+        "99999999999999999999d",
+    ] {
+        let line = invalid(&[&format!("--changes-retention={refused}")]);
+        assert!(
+            line.starts_with("items-service: invalid CHANGES_RETENTION (--changes-retention)"),
+            "{refused:?}: {line}"
+        );
+        assert!(!line.contains('\n'));
+    }
+}
+
+#[test]
+fn the_change_streams_are_bounded_and_beat_at_least_every_15_s_c1_c14() {
+    for refused in [
+        &["--changes-max-streams", "0"][..],
+        &["--changes-max-streams", "100001"],
+        &["--changes-max-streams", "many"],
+        &["--changes-heartbeat-ms", "15001"],
+        &["--changes-heartbeat-ms", "9"],
+    ] {
+        let line = invalid(refused);
+        let variable = refused[0]
+            .trim_start_matches("--")
+            .replace('-', "_")
+            .to_uppercase();
+        assert!(line.contains(&format!("invalid {variable}")), "{line}");
+    }
+    let config = parse(&["--changes-max-streams", "3", "--changes-heartbeat-ms", "50"]).unwrap();
+    let settings = items_adapters::http::ChangeStreamSettings::from(&config.changes);
+    assert_eq!(settings.max_streams, 3);
+    assert_eq!(settings.heartbeat, std::time::Duration::from_millis(50));
 }
 
 #[test]

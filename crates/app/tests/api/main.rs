@@ -12,6 +12,7 @@ mod support;
 mod admin;
 mod auxiliary;
 mod bodies;
+mod changes;
 mod compression;
 mod cors;
 mod durable;

@@ -130,7 +130,7 @@ fn render_guide(document: &Value) -> String {
          `items-service openapi`) by `crates/app/tests/api/openapi.rs`;\n\
          a test fails when this file and the document disagree. Regenerate with\n\
          `UPDATE_DOCS=1 cargo test -p items-app --test api openapi`.\n\
-         Rule labels (C1–C12, spec §N) are stated in `docs/contract.md`.\n\n",
+         Rule labels (C1–C14, spec §N) are stated in `docs/contract.md`.\n\n",
     );
     guide.push_str(document["info"]["description"].as_str().unwrap_or_default());
     let everywhere = headers_on_every_response(document);
@@ -146,6 +146,9 @@ fn render_guide(document: &Value) -> String {
             let method = method.to_uppercase();
             let summary = operation["summary"].as_str().unwrap_or_default();
             guide.push_str(&format!("\n## `{method} {path}`\n\n{summary}.\n\n"));
+            if let Some(description) = operation["description"].as_str() {
+                guide.push_str(&format!("{}\n\n", description.trim_end()));
+            }
             guide.push_str(&format!(
                 "```sh\n{}\n```\n",
                 curl(&method, path, operation, document)

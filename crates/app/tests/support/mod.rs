@@ -14,6 +14,7 @@ pub mod http;
 mod scratch_store;
 
 pub use http::{
-    Client, TestApp, TestServices, assert_problem, assert_problem_of_type, header, test_settings,
+    Client, Ended, EventStream, FRAME_PATIENCE, Frame, TestApp, TestServices, assert_problem,
+    assert_problem_of_type, header, test_settings,
 };
 pub use scratch_store::ScratchStore;

@@ -9,7 +9,7 @@ use items_domain::{Id, Item, ItemQuery, ItemService};
 use super::dto::{ItemBody, ItemDto};
 use super::listing_json::item_json;
 use super::query::ListParams;
-use super::{stream, total_count};
+use super::{changes, sse, stream, total_count};
 use crate::http::body::JsonObject;
 use crate::http::conditional::{etag_of, if_match};
 use crate::http::idempotency;
@@ -28,22 +28,29 @@ fn location(id: Id) -> String {
 
 /// `GET /items`: every item in id order, or one page of them (C10). Always
 /// carries `X-Total-Count`; carries `Link: <…>; rel="next"` when more follow.
+/// With `Accept: text/event-stream`, the change feed instead (C14,
+/// `changes.rs`).
 #[utoipa::path(
     get,
     path = "/items",
     tag = "items",
-    summary = "List items, all or one page (C10)",
+    summary = "List items, all or one page (C10), or follow their changes (C14)",
+    description = include_str!("changes.md"),
     params(
         ("limit" = Option<u16>, Query, description = "At most this many items", minimum = 1, maximum = 1000),
         ("after" = Option<i64>, Query, description = "Only items with a greater id"),
-        ("name" = Option<String>, Query, description = "Only items named exactly this", min_length = 1, max_length = 256)
+        ("name" = Option<String>, Query, description = "Only items named exactly this", min_length = 1, max_length = 256),
+        ("Last-Event-ID" = Option<String>, Header, description = "With `Accept: text/event-stream`: the `id:` of the last event seen; the stream resumes right after it, or starts with `event: reset` when the store no longer has it (C14). Ignored otherwise")
     ),
     responses(
-        (status = 200, description = "The items, ordered by id. Without a query: every item, as of one snapshot of the store, streamed (chunked; its `ETag` names that snapshot, C7, C10)", body = [ItemDto], headers(
-            ("X-Total-Count" = u64, description = "Items matching `name` in the whole collection"),
+        (status = 200, description = "The items, ordered by id. Without a query: every item, as of one snapshot of the store, streamed (chunked; its `ETag` names that snapshot, C7, C10). With `Accept: text/event-stream`: the change feed (C14)", content(
+            ([ItemDto] = "application/json"),
+            (String = "text/event-stream", example = "retry: 1000\nid: s3f9c2a7e41b0d865.41\n\nevent: created\nid: s3f9c2a7e41b0d865.42\ndata: {\"id\":7,\"name\":\"pen\"}\n\n")
+        ), headers(
+            ("X-Total-Count" = u64, description = "Items matching `name` in the whole collection (not on the change feed)"),
             ("Link" = String, description = "`</items?limit=L&after=ID>; rel=\"next\"` when more follow")
         )),
-        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6)", body = Problem, content_type = "application/problem+json")
+        (status = 400, description = "Invalid request; `errors` lists each refused value (C3, C6); the change feed takes no `limit`, `after` or `name`", body = Problem, content_type = "application/problem+json")
     )
 )]
 pub(crate) async fn list(
@@ -52,6 +59,15 @@ pub(crate) async fn list(
     request: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let params = ListParams::parse(request.query_string())?;
+    if sse::wanted(request.headers()) {
+        if params.query != ItemQuery::default() {
+            return Err(ApiError::bad_request(
+                "The change feed (Accept: text/event-stream) takes no limit, after or name: it \
+                 streams every change to items.",
+            ));
+        }
+        return changes::serve(&request).await;
+    }
     if params.query == ItemQuery::default() {
         return stream::stream_all(&service, &request, &spooling).await;
     }

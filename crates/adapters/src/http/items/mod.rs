@@ -7,13 +7,17 @@
 //! - [`listing_json`]: the hand-written item JSON of the listing and of
 //!   `GET /items/{id}`, byte for byte what serde_json writes;
 //! - [`stream`]: the full listing streamed a batch at a time;
+//! - [`changes`]: the change feed (C14), one task per stream, and [`sse`],
+//!   its frames and how a request asks for it;
 //! - [`errors`]: the HTTP answer to each failure of the item use cases.
 
+pub(crate) mod changes;
 mod dto;
 mod errors;
 pub(crate) mod handlers;
 mod listing_json;
 mod query;
+mod sse;
 mod stream;
 
 use actix_web::http::header::{HeaderName, HeaderValue};

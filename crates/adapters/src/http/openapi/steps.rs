@@ -229,6 +229,7 @@ impl ParameterExamples {
             "person" => json!("Ada"),
             "If-Match" => json!("*"),
             "Idempotency-Key" => json!("order-4f9c2a7e"),
+            "Last-Event-ID" => json!("s3f9c2a7e41b0d865.42"),
             _ => return None,
         })
     }
