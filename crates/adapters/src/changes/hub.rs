@@ -76,12 +76,6 @@ impl Hub {
         }
     }
 
-    /// The latest position known.
-    #[cfg(feature = "batch")]
-    pub(crate) fn head(&self) -> u64 {
-        self.state.lock().head
-    }
-
     /// The floor and the head, read together.
     pub(crate) fn bounds(&self) -> (u64, u64) {
         let state = self.state.lock();
@@ -107,7 +101,7 @@ impl Hub {
 
     /// Appends `entries` (in position order, all above the head) and moves
     /// the head to `head`: what a durable store's poller read as final.
-    #[cfg(feature = "batch")]
+    #[cfg(feature = "sqlite")]
     pub(crate) fn publish(&self, entries: Vec<Entry>, head: u64) {
         let mut state = self.state.lock();
         if entries.is_empty() && head <= state.head {
@@ -129,7 +123,7 @@ impl Hub {
     /// poller starting again after it stopped, which did not follow what
     /// was committed meanwhile. Subscribers behind `head` read the rest
     /// from the store.
-    #[cfg(feature = "batch")]
+    #[cfg(feature = "sqlite")]
     pub(crate) fn restart_at(&self, head: u64) {
         let mut state = self.state.lock();
         state.ring.clear();
@@ -273,7 +267,7 @@ mod tests {
         assert_eq!(positions(hub.poll_after(12, 10, 1, &mut cx)), [13, 14, 15]);
     }
 
-    #[cfg(feature = "batch")]
+    #[cfg(feature = "sqlite")]
     #[test]
     fn a_durable_publish_moves_the_head_past_gaps_and_a_restart_forgets() {
         let hub = Hub::new(8, 0);

@@ -136,6 +136,13 @@ fn copy_into(source: &Path, partial: &Path, destination: &Path) -> Result<u64, B
         path: destination.to_owned(),
         source: error,
     };
+    // The copy's change history ends where it was taken: a new origin, so
+    // a cursor from the service that went on writing is unknown to a store
+    // restored from it (a reset, C14), never a position it never had.
+    renew_origin(partial).map_err(|error| BackupError::Copy {
+        path: destination.to_owned(),
+        source: error,
+    })?;
     // VACUUM INTO does not sync what it wrote; the copy must be on disk
     // before it is named.
     let file = std::fs::File::open(partial).map_err(written)?;
@@ -144,6 +151,24 @@ fn copy_into(source: &Path, partial: &Path, destination: &Path) -> Result<u64, B
     name_without_replacing(partial, destination)?;
     sync_directory(destination).map_err(written)?;
     Ok(bytes)
+}
+
+/// Gives the copy at `partial` an origin of its own, when its schema has
+/// a change log (one migrated by an older release has none).
+fn renew_origin(partial: &Path) -> rusqlite::Result<()> {
+    let connection = Connection::open_with_flags(
+        partial,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    let has_log: bool = connection.query_row(
+        "select exists (select 1 from sqlite_schema where name = 'change_log')",
+        [],
+        |row| row.get(0),
+    )?;
+    if has_log {
+        super::changes::new_origin(&connection)?;
+    }
+    connection.close().map_err(|(_, error)| error)
 }
 
 /// Gives the synced copy at `partial` the name `destination`, which must

@@ -34,6 +34,7 @@
 //! INSERT per transaction, docs/performance.md "SQLite".
 
 mod backup;
+mod changes;
 mod connections;
 mod file;
 mod items;
@@ -54,12 +55,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use items_domain::{DependencyDown, Repositories, RepositoryError};
+use items_domain::{ChangeFeed, DependencyDown, Repositories, RepositoryError};
 
+use changes::SqliteChanges;
 use file::StoreFile;
 use point_reads::PointReads;
 use readers::Readers;
 use writer::Writer;
+
+use crate::changes::cursor::CursorFormat;
+use crate::changes::durable::DurableFeed;
 
 pub use crate::sql::migrations::MigrateError;
 use crate::sql::turns::ListingTurns;
@@ -116,7 +121,17 @@ pub struct SqliteSettings {
     /// The bytes past which the writer truncates the `-wal` file as soon
     /// as no reader pins it (`file.rs`).
     pub wal_limit: u64,
+    /// How long changes are kept for subscribers resuming with a cursor
+    /// (`CHANGES_RETENTION`, C14).
+    pub changes_retention: Duration,
+    /// How often the change feed reads the file while this process has
+    /// subscribers, for changes other processes committed (this process's
+    /// own commits wake it at once).
+    pub changes_poll: Duration,
 }
+
+/// `CHANGES_RETENTION`'s default: a day (C14).
+pub const DEFAULT_CHANGES_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 
 impl Default for SqliteSettings {
     fn default() -> Self {
@@ -125,6 +140,8 @@ impl Default for SqliteSettings {
             busy_timeout: crate::sql::budget::DEFAULT_STATEMENT_TIMEOUT,
             queue: 1024,
             wal_limit: DEFAULT_WAL_LIMIT,
+            changes_retention: DEFAULT_CHANGES_RETENTION,
+            changes_poll: Duration::from_millis(100),
         }
     }
 }
@@ -154,6 +171,7 @@ pub struct SqliteStore {
     migrations_applied: usize,
     /// The turns of the full listings (C12): a quarter of the readers.
     listings: ListingTurns,
+    changes: DurableFeed,
 }
 
 impl SqliteStore {
@@ -175,17 +193,31 @@ impl SqliteStore {
             tokio::task::spawn_blocking(move || open_file(&file, &opening))
                 .await
                 .map_err(|stopped| OpenError::Open {
-                    path,
+                    path: path.clone(),
                     source: stopped.into(),
                 })??;
+        let origin = changes::origin(&writing).map_err(|source| OpenError::Open {
+            path,
+            source: source.into(),
+        })?;
+        let source = SqliteChanges {
+            readers: readers.clone(),
+        };
+        let changes = DurableFeed::new(
+            Arc::new(source),
+            CursorFormat::new('s', &origin),
+            settings.changes_poll,
+            settings.busy_timeout,
+        );
         let file = Arc::new(file);
         Ok(Self {
             readers,
             point_reads: Arc::new(point_reads),
-            writer: Writer::start(writing, Arc::clone(&file), &settings),
+            writer: Writer::start(writing, Arc::clone(&file), changes.clone(), &settings),
             file,
             migrations_applied,
             listings: ListingTurns::of(settings.readers.max(1)),
+            changes,
         })
     }
 
@@ -196,9 +228,17 @@ impl SqliteStore {
     }
 
     /// The three repositories, sharing this store's writer and readers;
-    /// each operation in a span of its own when traces are on (C11).
+    /// each operation in a span of its own when traces are on (C11); and
+    /// the change feed of the items (C14).
     pub fn repositories(&self) -> Repositories {
         crate::sql::traced::repositories("sqlite", self.items(), self.products(), self.users())
+            .with_changes(self.changes.clone())
+    }
+
+    /// The change feed of this file's items (C14): every change committed
+    /// by any process on the file.
+    pub fn changes(&self) -> Arc<dyn ChangeFeed> {
+        Arc::new(self.changes.clone())
     }
 
     pub fn items(&self) -> SqliteItemRepository {

@@ -258,6 +258,10 @@ impl StoreSink for SqliteSink {
                             .map_err(RepositoryError::unavailable)?;
                     }
                 }
+                // The rows inserted were recorded as changes by the
+                // schema's triggers: the copy starts its feed empty
+                // instead, so no cursor of the source resumes here (C14).
+                super::changes::forget_all(connection).map_err(RepositoryError::unavailable)?;
                 connection
                     .execute_batch("commit")
                     .map_err(RepositoryError::unavailable)

@@ -19,7 +19,11 @@
 //!   has a name (`file.rs`, one `fstat`): a file deleted or replaced under
 //!   the service fails every batch (503), never acknowledges a write into a
 //!   file nobody will open again (C12); after each commit it keeps the
-//!   `-wal` file within its bound;
+//!   `-wal` file within its bound, and wakes this process's change-feed
+//!   poller (C14: the changes themselves are written by the schema's
+//!   triggers, in the batch's transaction);
+//! - each batch prunes a few changes past the retention inside its own
+//!   transaction (`changes.rs`): no commit of its own, no wait;
 //! - a write has a deadline, its budget (`DATABASE_STATEMENT_TIMEOUT_MS`)
 //!   from when it was queued; one abandoned before the writer claimed it
 //!   (deadline passed, or caller gone) is never applied: the writer leaves
@@ -43,7 +47,9 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 use crate::batch::{self, Batch, Batches};
+use crate::changes::durable::DurableFeed;
 
+use super::changes::Pruner;
 use super::file::{StoreFile, WalLimit};
 use super::messages::{Failure, Reply, Write, Written};
 use super::writes::{STATEMENT_CACHE, transaction};
@@ -74,6 +80,7 @@ impl Writer {
     pub(super) fn start(
         connection: Connection,
         file: Arc<StoreFile>,
+        feed: DurableFeed,
         settings: &SqliteSettings,
     ) -> Self {
         let budget = settings.busy_timeout;
@@ -90,6 +97,10 @@ impl Writer {
         let commits = Arc::new(AtomicU64::new(0));
         let runtime = Handle::current();
         let thread_commits = Arc::clone(&commits);
+        let changes = Changes {
+            pruner: Pruner::new(settings.changes_retention),
+            feed,
+        };
         let spawned = std::thread::Builder::new()
             .name("sqlite-writer".into())
             .spawn(move || {
@@ -101,6 +112,7 @@ impl Writer {
                 run(
                     connection,
                     disk,
+                    changes,
                     batches,
                     stopped,
                     &thread_commits,
@@ -177,6 +189,13 @@ struct Disk {
     busy: Duration,
 }
 
+/// What the writer does for the change feed (C14) beside the triggers.
+struct Changes {
+    pruner: Pruner,
+    /// Woken after each commit, for this process's subscribers.
+    feed: DurableFeed,
+}
+
 /// Runs on the writer's thread until the queue is closed and drained or
 /// `stop` fires; then closes the queue, answers what is still in it, and
 /// closes the connection. `runtime` only drives the wait for the next
@@ -184,6 +203,7 @@ struct Disk {
 fn run(
     connection: Connection,
     mut disk: Disk,
+    mut changes: Changes,
     mut batches: Batches<Write, Reply>,
     mut stop: oneshot::Receiver<()>,
     commits: &AtomicU64,
@@ -203,7 +223,7 @@ fn run(
             }
         });
         let Some(batch) = batch else { break };
-        apply(&connection, &mut disk, batch, commits);
+        apply(&connection, &mut disk, &mut changes, batch, commits);
     }
     // Closing the last connection checkpoints the WAL into the file.
     let _ = connection.close();
@@ -214,6 +234,7 @@ fn run(
 fn apply(
     connection: &Connection,
     disk: &mut Disk,
+    changes: &mut Changes,
     mut batch: Batch<Write, Reply>,
     commits: &AtomicU64,
 ) {
@@ -237,11 +258,13 @@ fn apply(
     batch.trace(&span);
     let _traced = span.enter();
     let committed = transaction(connection, batch.work()).and_then(|written| {
+        changes.pruner.prune(connection, written.len());
         connection.execute_batch("COMMIT")?;
         Ok(written)
     });
     match committed {
         Ok(written) => {
+            changes.feed.wake();
             commits.fetch_add(1, Ordering::Relaxed);
             metrics::histogram!(WRITES_PER_COMMIT).record(batch.len() as f64);
             batch.answer(written.into_iter().map(Ok));

@@ -18,6 +18,7 @@ mod key_purge;
 mod memory_changes;
 mod postgres_listings;
 mod sqlite_backup;
+mod sqlite_feed;
 mod sqlite_file;
 mod sqlite_point_reads;
 mod sqlite_readers;
@@ -45,4 +46,5 @@ items_testkit::contract_tests!(
     repositories postgres_second_of_two_hosts = ScratchStore::behind_a_refusing_host().await
 );
 items_testkit::contract_tests!(repositories sqlite = SqliteFile::create().await);
+items_testkit::contract_tests!(changes sqlite_changes = SqliteFile::create().await);
 items_testkit::contract_tests!(upload_store disk = UploadDirectory::open());

@@ -2,9 +2,11 @@
 //! it: the fixture of the kit's checks and of the store's own tests.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use items_adapters::sqlite::{SqliteSettings, SqliteStore};
-use items_testkit::{Fixture, Repositories, RepositoryFixture};
+use items_domain::{ChangeFeed, ItemRepository};
+use items_testkit::{ChangeFeedFixture, Fixture, Repositories, RepositoryFixture};
 
 /// A [`SqliteStore`] on `items.db` in a directory of its own.
 pub struct SqliteFile {
@@ -51,5 +53,34 @@ impl RepositoryFixture for SqliteFile {
             self.store.products(),
             self.store.users(),
         )
+    }
+}
+
+impl ChangeFeedFixture for SqliteFile {
+    fn items(&self) -> Arc<dyn ItemRepository> {
+        Arc::new(self.store.items())
+    }
+
+    fn changes(&self) -> Arc<dyn ChangeFeed> {
+        self.store.changes()
+    }
+
+    /// What the writer's pruning does once the retention passed (its own
+    /// test is in `sqlite_changes.rs`): every change gone, the floor at the
+    /// last position given.
+    async fn expire_changes(&self) {
+        let connection = rusqlite::Connection::open(self.path()).expect("the file opens");
+        connection
+            .busy_timeout(std::time::Duration::from_secs(5))
+            .expect("a busy timeout");
+        connection
+            .execute_batch(
+                "begin immediate;
+                 delete from changes;
+                 update change_log set pruned_through =
+                     (select seq from sqlite_sequence where name = 'changes');
+                 commit;",
+            )
+            .expect("the changes are pruned");
     }
 }

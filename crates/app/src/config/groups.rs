@@ -155,6 +155,7 @@ impl From<&StoreConfig> for SqliteSettings {
     fn from(store: &StoreConfig) -> Self {
         Self {
             busy_timeout: store.statement_timeout(),
+            changes_retention: store.changes_retention,
             ..Self::default()
         }
     }

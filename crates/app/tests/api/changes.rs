@@ -12,6 +12,7 @@
 //!   repeated or reordered.
 
 mod concurrency;
+mod durable;
 mod limits;
 mod streams;
 
