@@ -101,7 +101,7 @@ impl Hub {
 
     /// Appends `entries` (in position order, all above the head) and moves
     /// the head to `head`: what a durable store's poller read as final.
-    #[cfg(feature = "sqlite")]
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn publish(&self, entries: Vec<Entry>, head: u64) {
         let mut state = self.state.lock();
         if entries.is_empty() && head <= state.head {
@@ -123,7 +123,7 @@ impl Hub {
     /// poller starting again after it stopped, which did not follow what
     /// was committed meanwhile. Subscribers behind `head` read the rest
     /// from the store.
-    #[cfg(feature = "sqlite")]
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     pub(crate) fn restart_at(&self, head: u64) {
         let mut state = self.state.lock();
         state.ring.clear();
@@ -267,7 +267,7 @@ mod tests {
         assert_eq!(positions(hub.poll_after(12, 10, 1, &mut cx)), [13, 14, 15]);
     }
 
-    #[cfg(feature = "sqlite")]
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     #[test]
     fn a_durable_publish_moves_the_head_past_gaps_and_a_restart_forgets() {
         let hub = Hub::new(8, 0);

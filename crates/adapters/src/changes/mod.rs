@@ -9,7 +9,7 @@
 //! order, each published once it is final.
 
 pub(crate) mod cursor;
-#[cfg(feature = "sqlite")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) mod durable;
 pub(crate) mod follow;
 pub(crate) mod hub;

@@ -14,12 +14,15 @@ use items_domain::{
 use super::coalesce::{Coalescer, ItemCreates, ItemReads};
 use super::decode::{self, column};
 use super::pool::{Lease, Pool, lease};
+use crate::changes::durable::DurableFeed;
 use crate::sql::rows::{stored_item, stored_items};
 use crate::sql::turns::{ListingTurns, Turn};
 
 /// Items in the `items` table. Point reads and creates go through the
 /// store's coalescing queues (`coalesce`): alone when a connection is free,
-/// else batched with the others waiting.
+/// else batched with the others waiting. The schema's triggers record
+/// every change (C14); after each write that committed, this instance's
+/// change feed is woken, so its subscribers need not wait for a poll.
 #[derive(Debug, Clone)]
 pub struct PostgresItemRepository {
     pool: Pool,
@@ -27,6 +30,7 @@ pub struct PostgresItemRepository {
     creates: Coalescer<ItemCreates>,
     /// Full listings reading at once: a quarter of the pool (C12).
     listings: ListingTurns,
+    changes: DurableFeed,
 }
 
 impl PostgresItemRepository {
@@ -35,12 +39,14 @@ impl PostgresItemRepository {
         reads: Coalescer<ItemReads>,
         creates: Coalescer<ItemCreates>,
         listings: ListingTurns,
+        changes: DurableFeed,
     ) -> Self {
         Self {
             pool,
             reads,
             creates,
             listings,
+            changes,
         }
     }
 }
@@ -218,6 +224,7 @@ impl ItemRepository for PostgresItemRepository {
     /// joins a batch: it takes `keys.rs`'s path (`create_keyed`).
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
         let id = self.creates.call(name.clone()).await?;
+        self.changes.wake();
         Ok(Item {
             id: Id::new(id),
             name,
@@ -232,7 +239,11 @@ impl ItemRepository for PostgresItemRepository {
         key: &IdempotencyKey,
         at: SystemTime,
     ) -> Result<Keyed<Item>, RepositoryError> {
-        super::keys::create_item(&self.pool, name, key, at).await
+        let keyed = super::keys::create_item(&self.pool, name, key, at).await?;
+        if matches!(keyed, Keyed::Created(_)) {
+            self.changes.wake();
+        }
+        Ok(keyed)
     }
 
     /// One `update`, so the write is atomic; with `expected` the `where`
@@ -267,6 +278,9 @@ impl ItemRepository for PostgresItemRepository {
         };
         if updated > 0 || expected.is_none() {
             connection.commit().await?;
+            if updated > 0 {
+                self.changes.wake();
+            }
             return Ok(if updated > 0 {
                 Replaced::Yes
             } else {
@@ -293,6 +307,9 @@ impl ItemRepository for PostgresItemRepository {
             .execute("delete from items where id = $1", &[&id.get()])
             .await?;
         connection.commit().await?;
+        if deleted > 0 {
+            self.changes.wake();
+        }
         Ok(deleted > 0)
     }
 }

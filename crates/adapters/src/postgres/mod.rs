@@ -12,9 +12,12 @@
 //! connection goes to the first whose server has the URL's
 //! `target_session_attrs` (`hosts.rs`), so a store whose primary is lost
 //! goes on on the standby promoted in its place, and never writes again on
-//! an old primary of an older timeline (fencing, C12).
+//! an old primary of an older timeline (fencing, C12). Every change to
+//! items is recorded by the schema's triggers and read, in commit order,
+//! by the change feed (C14, `changes.rs`).
 
 mod budget;
+mod changes;
 mod coalesce;
 mod decode;
 mod fate;
@@ -33,13 +36,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use items_domain::{DependencyDown, HealthCheck, Repositories, RepositoryError};
+use items_domain::{ChangeFeed, DependencyDown, HealthCheck, Repositories, RepositoryError};
 
+use changes::{PostgresChanges, PrunerTask};
 use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
 use hosts::Hosts;
 use pool::Pool;
 
 use crate::sql::turns::ListingTurns;
+use crate::changes::cursor::CursorFormat;
+use crate::changes::durable::DurableFeed;
 
 pub use crate::sql::migrations::MigrateError;
 pub use link::NoHost;
@@ -88,7 +94,8 @@ pub enum ConnectError {
     Migrate(#[from] MigrateError),
 }
 
-/// How the pool is sized and how long one store operation may take.
+/// How the pool is sized, how long one store operation may take, and how
+/// the change feed (C14) reads and prunes.
 #[derive(Debug, Clone, Copy)]
 pub struct PostgresSettings {
     /// Connections at most (`DATABASE_POOL_SIZE`).
@@ -96,13 +103,27 @@ pub struct PostgresSettings {
     /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`):
     /// the server's `statement_timeout` and the client's deadline.
     pub statement_timeout: Duration,
+    /// How long changes are kept for subscribers resuming with a cursor
+    /// (`CHANGES_RETENTION`).
+    pub changes_retention: Duration,
+    /// How often the change feed reads the database while this instance
+    /// has subscribers (its own commits wake it at once).
+    pub changes_poll: Duration,
+    /// How often this instance prunes changes past the retention.
+    pub changes_prune_every: Duration,
 }
+
+/// `CHANGES_RETENTION`'s default: a day (C14).
+pub const DEFAULT_CHANGES_RETENTION: Duration = Duration::from_secs(24 * 60 * 60);
 
 impl Default for PostgresSettings {
     fn default() -> Self {
         Self {
             pool_size: DEFAULT_POOL_SIZE,
             statement_timeout: DEFAULT_STATEMENT_TIMEOUT,
+            changes_retention: DEFAULT_CHANGES_RETENTION,
+            changes_poll: Duration::from_millis(100),
+            changes_prune_every: Duration::from_secs(60),
         }
     }
 }
@@ -124,6 +145,10 @@ pub struct PostgresStore {
     /// The turns of the full listings (C12), shared by every item
     /// repository made from this store.
     listings: ListingTurns,
+    /// The change feed of the items (C14).
+    changes: DurableFeed,
+    /// Prunes old changes while the store lives.
+    _pruner: Arc<PrunerTask>,
 }
 
 impl PostgresStore {
@@ -180,6 +205,12 @@ impl PostgresStore {
         };
         let mut first = first;
         let migrations_applied = crate::sql::migrations::run_postgres(&mut first.link).await?;
+        let origin: String = first
+            .link
+            .query_one(changes::ORIGIN, &[])
+            .await
+            .and_then(|row| row.try_get(0))
+            .map_err(|error| ConnectError::Refused(OpenError::Driver(error)))?;
         // The pool opens its own connections as requests need them, on the
         // host the first one found.
         first.link.close(ACQUIRE_TIMEOUT).await;
@@ -196,6 +227,19 @@ impl PostgresStore {
             .build()
             .expect("a pool without timeouts needs no runtime");
         let lanes = coalesce::lanes(settings.pool_size);
+        let source = PostgresChanges::new(pool.clone(), budget);
+        let changes = DurableFeed::new(
+            Arc::new(source),
+            CursorFormat::new('p', &origin),
+            settings.changes_poll,
+            budget,
+        );
+        let pruning = changes::prune(
+            pool.clone(),
+            settings.changes_retention,
+            settings.changes_prune_every,
+        );
+        let pruner = PrunerTask(tokio::spawn(pruning).abort_handle());
         Ok(Self {
             item_reads: Coalescer::new(pool.clone(), lanes),
             item_creates: Coalescer::new(pool.clone(), lanes),
@@ -204,6 +248,8 @@ impl PostgresStore {
             listings: ListingTurns::of(settings.pool_size),
             pool,
             migrations_applied,
+            changes,
+            _pruner: Arc::new(pruner),
         })
     }
 
@@ -234,6 +280,7 @@ impl PostgresStore {
             self.item_reads.clone(),
             self.item_creates.clone(),
             self.listings.clone(),
+            self.changes.clone(),
         )
     }
 
@@ -246,9 +293,17 @@ impl PostgresStore {
     }
 
     /// The three repositories, sharing this pool; each operation in a span
-    /// of its own when traces are on (C11).
+    /// of its own when traces are on (C11); and the change feed of the
+    /// items (C14).
     pub fn repositories(&self) -> Repositories {
         crate::sql::traced::repositories("postgresql", self.items(), self.products(), self.users())
+            .with_changes(self.changes.clone())
+    }
+
+    /// The change feed of this database's items (C14): every change
+    /// committed through any instance (or any other writer).
+    pub fn changes(&self) -> Arc<dyn ChangeFeed> {
+        Arc::new(self.changes.clone())
     }
 
     /// The hosts fenced now, each with its timeline and the one written on
@@ -280,8 +335,10 @@ impl PostgresStore {
         ]
     }
 
-    /// Closes every connection (tests drop their database afterwards).
+    /// Stops pruning changes and closes every connection (tests drop their
+    /// database afterwards).
     pub async fn close(&self) {
+        self._pruner.0.abort();
         pool::close(&self.pool).await;
     }
 }

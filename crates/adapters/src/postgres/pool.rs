@@ -656,6 +656,7 @@ mod tests {
         let settings = PostgresSettings {
             pool_size: 1,
             statement_timeout: budget,
+            ..PostgresSettings::default()
         };
         let url = PostgresUrl::parse(&database.url_through(proxy.port())).expect("a valid URL");
         let store = PostgresStore::connect(&url, settings, Duration::from_secs(5))
@@ -745,6 +746,7 @@ mod tests {
         let settings = PostgresSettings {
             pool_size: 2,
             statement_timeout: Duration::from_millis(500),
+            ..PostgresSettings::default()
         };
         let store = PostgresStore::connect(&url, settings, Duration::from_secs(5))
             .await

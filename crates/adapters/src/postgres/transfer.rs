@@ -233,12 +233,17 @@ impl StoreSink for PostgresSink {
         // Ids given explicitly leave the identity where it was; `restart`
         // moves it past the source's counter. Unlike `setval`, it is part of
         // the transaction: a copy that fails leaves the identity as it was.
+        // The rows inserted were recorded as changes by the schema's
+        // triggers: the copy starts its feed empty instead, so no cursor
+        // of the source resumes here (C14).
         let statement = format!(
             "alter table items alter column id restart with {}; \
              alter table products alter column id restart with {}; \
+             {}; \
              commit",
             next_after(counters.items),
             next_after(counters.products),
+            super::changes::FORGET_ALL,
         );
         self.connection
             .batch_execute(&statement)

@@ -17,6 +17,7 @@ use items_testkit::Repositories;
 mod key_purge;
 mod memory_changes;
 mod postgres_listings;
+mod postgres_feed;
 mod sqlite_backup;
 mod sqlite_feed;
 mod sqlite_file;
@@ -42,6 +43,7 @@ fn in_memory() -> Repositories {
 items_testkit::contract_tests!(repositories in_memory = in_memory());
 items_testkit::contract_tests!(changes in_memory_changes = MemoryChanges::new());
 items_testkit::contract_tests!(repositories postgres = ScratchStore::create().await);
+items_testkit::contract_tests!(changes postgres_changes = ScratchStore::create().await);
 items_testkit::contract_tests!(
     repositories postgres_second_of_two_hosts = ScratchStore::behind_a_refusing_host().await
 );

@@ -4,12 +4,14 @@
 //! in `items-testkit`, because it builds a `PostgresStore`: the kit depends
 //! on the domain alone.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use items_adapters::postgres::{PostgresSettings, PostgresStore, PostgresUrl};
 
+use items_domain::{ChangeFeed, ItemRepository};
 use items_testkit::postgres::{ScratchDatabase, test_database_url};
-use items_testkit::{Fixture, Repositories, RepositoryFixture};
+use items_testkit::{ChangeFeedFixture, Fixture, Repositories, RepositoryFixture};
 
 /// A migrated [`PostgresStore`] on a [`ScratchDatabase`] of the server
 /// of [`test_database_url`]; [`Fixture::teardown`] closes the pool and
@@ -131,5 +133,36 @@ impl Fixture for ScratchStore {
 impl RepositoryFixture for ScratchStore {
     fn repositories(&self) -> Repositories {
         self.store.repositories()
+    }
+}
+
+impl ChangeFeedFixture for ScratchStore {
+    fn items(&self) -> Arc<dyn ItemRepository> {
+        Arc::new(self.store.items())
+    }
+
+    fn changes(&self) -> Arc<dyn ChangeFeed> {
+        self.store.changes()
+    }
+
+    /// What the store's pruning does once the retention passed (its own
+    /// test runs it for real): every change gone, the floor at the last
+    /// position given.
+    async fn expire_changes(&self) {
+        let client = self
+            .database
+            .client()
+            .await
+            .expect("the scratch database answers");
+        client
+            .batch_execute(
+                "begin;
+                 delete from changes;
+                 update change_log set pruned_through = coalesce(pg_sequence_last_value(
+                     pg_get_serial_sequence('changes', 'position')::regclass), 0);
+                 commit;",
+            )
+            .await
+            .expect("the changes are pruned");
     }
 }

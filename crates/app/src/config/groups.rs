@@ -145,6 +145,8 @@ impl From<&StoreConfig> for PostgresSettings {
         Self {
             pool_size: store.database_pool_size,
             statement_timeout: store.statement_timeout(),
+            changes_retention: store.changes_retention,
+            ..Self::default()
         }
     }
 }

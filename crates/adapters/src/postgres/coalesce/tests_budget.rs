@@ -23,6 +23,7 @@ async fn store(budget: Duration) -> (PostgresStore, TcpProxy, ScratchDatabase) {
     let settings = PostgresSettings {
         pool_size: 3,
         statement_timeout: budget,
+        ..PostgresSettings::default()
     };
     let store = PostgresStore::connect(&url, settings, Duration::from_secs(5))
         .await

@@ -5,10 +5,12 @@
 
 use std::time::{Duration, Instant};
 
+use items_adapters::postgres::{PostgresSettings, PostgresStore};
 use items_adapters::sqlite::{SqliteSettings, SqliteStore};
+use items_testkit::Fixture;
 use tempfile::TempDir;
 
-use super::concurrency::{assert_in_order, writers_and_a_reconnecting_subscriber};
+use super::concurrency::{assert_in_order, positions, writers_and_a_reconnecting_subscriber};
 use super::{created, delete, deleted, rename, replaced, said};
 use crate::support::*;
 
@@ -104,6 +106,19 @@ async fn over_sqlite_eight_writers_through_two_processes_miss_repeat_and_reorder
     let clients = [(*pair.first).clone(), (*pair.second).clone()];
     let outcome = writers_and_a_reconnecting_subscriber(&clients, &clients).await;
     assert_in_order(&outcome.events);
+    let table: Vec<u64> = rusqlite::Connection::open(pair.directory.path().join("items.db"))
+        .unwrap()
+        .prepare("select position from changes order by position")
+        .unwrap()
+        .query_map([], |row| row.get::<_, i64>(0))
+        .unwrap()
+        .map(|position| position.unwrap() as u64)
+        .collect();
+    assert_eq!(
+        table[1..],
+        positions(&outcome.events),
+        "C14: the events are the change table's rows after the subscription began, in its order"
+    );
     let recorded = pair.count("select count(*) from changes") as usize;
     assert_eq!(
         recorded,
@@ -112,4 +127,82 @@ async fn over_sqlite_eight_writers_through_two_processes_miss_repeat_and_reorder
          subscription)"
     );
     pair.close().await;
+}
+
+/// Two servers, each over its own store (pool, feed, poller) on one
+/// PostgreSQL database: two instances.
+struct TwoOnOneDatabase {
+    first: TestApp,
+    second: TestApp,
+    other: PostgresStore,
+    scratch: ScratchStore,
+}
+
+impl TwoOnOneDatabase {
+    async fn start() -> Self {
+        let scratch = ScratchStore::create().await;
+        let other = PostgresStore::connect(
+            &scratch.url(),
+            PostgresSettings::default(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+        let first = TestApp::spawn(TestServices::postgres(&scratch.store)).await;
+        let second = TestApp::spawn(TestServices::postgres(&other)).await;
+        Self {
+            first,
+            second,
+            other,
+            scratch,
+        }
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        let client = self.scratch.database.client().await.unwrap();
+        client.query_one(sql, &[]).await.unwrap().get(0)
+    }
+
+    async fn finish(self) {
+        drop(self.first);
+        drop(self.second);
+        self.other.close().await;
+        self.scratch.teardown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_postgres_two_instances_see_each_others_changes_within_a_second_c14() {
+    let pair = TwoOnOneDatabase::start().await;
+    events_resume_reset_and_cross_instances(&pair.first, &pair.second).await;
+    pair.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_postgres_eight_writers_through_two_instances_miss_repeat_and_reorder_nothing_c14() {
+    let pair = TwoOnOneDatabase::start().await;
+    let clients = [(*pair.first).clone(), (*pair.second).clone()];
+    let outcome = writers_and_a_reconnecting_subscriber(&clients, &clients).await;
+    assert_in_order(&outcome.events);
+    let recorded = pair.count("select count(*) from changes").await as usize;
+    assert_eq!(
+        recorded,
+        outcome.events.len() + 1,
+        "C14: one event per row of the change table (and the shared item's create before the \
+         subscription)"
+    );
+    let client = pair.scratch.database.client().await.unwrap();
+    let table: Vec<u64> = client
+        .query("select position from changes order by position", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<_, i64>(0) as u64)
+        .collect();
+    assert_eq!(
+        table[1..],
+        positions(&outcome.events),
+        "C14: the events are the change table's rows after the subscription began, in its order"
+    );
+    pair.finish().await;
 }
