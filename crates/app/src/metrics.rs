@@ -10,7 +10,9 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use items_adapters::disk;
-use items_adapters::http::metrics::{REQUEST_DURATION, REQUEST_DURATION_BUCKETS, describe};
+use items_adapters::http::metrics::{
+    REQUEST_DURATION, REQUEST_DURATION_BUCKETS, changes, describe,
+};
 use items_adapters::postgres::{self, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEMENT_BUCKETS};
 use items_adapters::redis::STORE_ERRORS;
 use items_adapters::sqlite::{self, WRITES_PER_COMMIT, WRITES_PER_COMMIT_BUCKETS};
@@ -24,9 +26,9 @@ pub const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 static INSTALLED: Mutex<Option<PrometheusHandle>> = Mutex::new(None);
 
 /// Installs the process-wide recorder, or returns the one installed by an
-/// earlier call; the request-duration, SQLite writes-per-commit and
-/// PostgreSQL requests-per-statement histograms get real buckets (the exporter would otherwise render a
-/// summary).
+/// earlier call; the request-duration, SQLite writes-per-commit,
+/// PostgreSQL requests-per-statement and change-feed lag histograms get
+/// real buckets (the exporter would otherwise render a summary).
 ///
 /// # Errors
 /// When the buckets are refused or another recorder is already installed.
@@ -48,6 +50,7 @@ pub fn install() -> Result<PrometheusHandle, BuildError> {
             Matcher::Full(REQUESTS_PER_STATEMENT.to_owned()),
             REQUESTS_PER_STATEMENT_BUCKETS,
         )?
+        .set_buckets_for_metric(Matcher::Full(changes::LAG.to_owned()), changes::LAG_BUCKETS)?
         .install_recorder()?;
     describe();
     sqlite::describe_metrics();

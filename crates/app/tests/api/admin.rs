@@ -286,6 +286,28 @@ async fn uploaded_bytes_are_counted_c11() {
     assert!(after >= before + 1234, "{before} → {after}");
 }
 
+#[actix_web::test]
+async fn the_change_feed_reports_its_streams_events_cuts_and_lag_c11_c14() {
+    let admin = spawn_admin(Vec::new()).await;
+    let app = TestApp::in_memory().await;
+    let before = counter(&admin.metrics_text().await, "changes_events_sent_total");
+    let (mut stream, _, _) = EventStream::subscribe(&app, None).await;
+    app.create_item("metered").await;
+    stream.event().await;
+
+    let text = admin.metrics_text().await;
+    // Other tests of this binary stream at the same time: at least ours.
+    let after = counter(&text, "changes_events_sent_total");
+    assert!(after > before, "{before} → {after}");
+    assert!(text.contains("# TYPE changes_streams_open gauge"), "{text}");
+    assert!(text.contains("changes_feed_lag_seconds"), "{text}");
+    assert!(
+        text.contains(r#"changes_disconnects_total{reason="slow"}"#),
+        "{text}"
+    );
+    assert!(text.contains("changes_streams_refused_total"), "{text}");
+}
+
 /// The value of an unlabelled counter in Prometheus text.
 fn counter(text: &str, name: &str) -> u64 {
     text.lines()
