@@ -7,6 +7,8 @@
 -- each write, one `insert` per statement whatever the number of rows (a
 -- coalesced batch of creates pays once): no round trip is added, a change
 -- commits exactly when its write does, and a write rolled back leaves none.
+-- The transition table yields rows in the order the statement wrote them
+-- (a batch of creates: id order), so the positions follow it; no sort.
 --
 -- Positions come from the identity's sequence, taken by the trigger after
 -- the statement wrote its rows: a write that waited for another's row lock
@@ -47,13 +49,13 @@ create function items_record_changes() returns trigger language plpgsql as $$
 begin
     if tg_op = 'INSERT' then
         insert into changes (kind, item_id, name)
-        select 'created', id, name from new_rows order by id;
+        select 'created', id, name from new_rows;
     elsif tg_op = 'UPDATE' then
         insert into changes (kind, item_id, name)
-        select 'replaced', id, name from new_rows order by id;
+        select 'replaced', id, name from new_rows;
     else
         insert into changes (kind, item_id, name)
-        select 'deleted', id, null from old_rows order by id;
+        select 'deleted', id, null from old_rows;
     end if;
     return null;
 end
