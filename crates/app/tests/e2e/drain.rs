@@ -123,3 +123,40 @@ async fn as_an_unprivileged_user_the_stop_is_clean_and_names_what_a_refused_filt
         assert!(log.contains("CAP_NET_ADMIN"), "{log}");
     }
 }
+
+#[tokio::test]
+async fn sigterm_ends_every_change_stream_at_once_so_clients_reconnect_elsewhere_c1_c14() {
+    let mut service = Service::start(&[
+        ("ADMIN_PORT", "0"),
+        ("SHUTDOWN_DRAIN_MS", "3000"),
+        ("RATE_LIMIT_MAX", "0"),
+    ])
+    .await;
+    let (mut stream, _, _) = crate::support::EventStream::subscribe(&service.client, None).await;
+
+    service.terminate();
+    let signalled = Instant::now();
+    let end = loop {
+        match stream.frame().await {
+            Ok(frame) if !frame.is_event() => continue,
+            Ok(frame) => panic!("C14: nothing was written, yet {frame:?}"),
+            Err(end) => break end,
+        }
+    };
+    assert_eq!(
+        end,
+        crate::support::Ended::Cleanly,
+        "C14: the drain ends the stream cleanly"
+    );
+    assert!(
+        signalled.elapsed() < Duration::from_secs(2),
+        "C14: streams end when the drain begins, not when it is over: {:?}",
+        signalled.elapsed()
+    );
+    let refused = crate::support::EventStream::open(&service.client, None).await;
+    assert_eq!(
+        refused.status, 503,
+        "C14: a stopping instance opens no stream"
+    );
+    assert!(service.wait(Duration::from_secs(15)).await.success());
+}
