@@ -31,7 +31,7 @@ use futures_util::Stream;
 /// arrives, before the drain delay, so every response from then on says
 /// `Connection: close` and keep-alive clients reconnect — to another
 /// instance — instead of racing the listener's close. Change streams wait
-/// on it ([`Draining::begun`]) and end at once (C14).
+/// on it (`Draining::begun`) and end at once (C14).
 #[derive(Debug, Clone, Default)]
 pub struct Draining(Arc<DrainState>);
 

@@ -28,9 +28,9 @@ async fn next(changes: &mut ChangeStream) -> Change {
 
 fn count(path: &std::path::Path, sql: &str) -> i64 {
     Connection::open(path)
-        .unwrap()
+        .expect("the file opens")
         .query_row(sql, [], |row| row.get(0))
-        .unwrap()
+        .expect("the count is read")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
