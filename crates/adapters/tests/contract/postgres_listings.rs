@@ -17,6 +17,7 @@ async fn listings_take_turns_for_a_quarter_of_the_pool_and_the_rest_serves_other
     let settings = PostgresSettings {
         pool_size: 4,
         statement_timeout: Duration::from_secs(3),
+        ..PostgresSettings::default()
     };
     let scratch = ScratchStore::connect_with_settings(scratch_url, settings).await;
     let items = scratch.store.items();

@@ -585,6 +585,7 @@ async fn a_client_that_stops_reading_the_listing_gives_its_connection_back_over_
     let settings = PostgresSettings {
         pool_size: 1,
         statement_timeout: Duration::from_secs(3),
+        ..PostgresSettings::default()
     };
     let store = PostgresStore::connect(&scratch.url(), settings, Duration::from_secs(5))
         .await
