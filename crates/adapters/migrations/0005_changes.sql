@@ -45,7 +45,17 @@ create table change_log (
 insert into change_log (one, origin, pruned_through)
 values (1, left(md5(random()::text || clock_timestamp()::text), 16), 0);
 
+-- One statement trigger per kind of write records the change and keeps
+-- the tally of 0002 (which it replaces): one call of PL/pgSQL and one
+-- transition table a statement instead of two. Measured with `pgbench`
+-- (docs/performance.md, "The change feed"): a create cost the database
+-- about a third more with the two triggers side by side, a fifth with one.
+-- The change is inserted first, so a writer takes its position before it
+-- may wait for its tally slot's row lock.
 create function items_record_changes() returns trigger language plpgsql as $$
+declare
+    changed bigint;
+    sign bigint := case tg_op when 'INSERT' then 1 when 'DELETE' then -1 else 0 end;
 begin
     if tg_op = 'INSERT' then
         insert into changes (kind, item_id, name)
@@ -57,9 +67,25 @@ begin
         insert into changes (kind, item_id, name)
         select 'deleted', id, null from old_rows;
     end if;
+    get diagnostics changed = row_count;
+    if changed > 0 then
+        update item_tally
+           set items = items + sign * changed,
+               writes = writes + changed
+         where slot = pg_backend_pid() % 16;
+    end if;
     return null;
 end
 $$;
+
+-- contract: no statement of any release names these triggers, and the
+-- migration's one transaction creates the trigger that keeps the tally
+-- in their place, so no write goes uncounted.
+drop trigger items_tally_insert on items;
+-- contract: as above.
+drop trigger items_tally_update on items;
+-- contract: as above.
+drop trigger items_tally_delete on items;
 
 create trigger items_changes_insert after insert on items
     referencing new table as new_rows
