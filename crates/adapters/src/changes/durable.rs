@@ -289,12 +289,20 @@ async fn step(feed: &Shared) -> Result<bool, RepositoryError> {
     let (entries, new_head, floor) = feed.source.poll(head, POLL_LIMIT).await?;
     if floor > head {
         // The store pruned past what this process followed (it could not
-        // read the store for longer than the retention): start again at
-        // the present; subscribers behind it are told they fell behind.
-        feed.synced.send_replace(false);
+        // read the store for longer than the retention, or was a poll
+        // behind a pruning that reached the newest changes): go on from
+        // the floor, where the store's changes still start. Subscribers
+        // below it missed what was pruned and are told they fell behind;
+        // those at or above it, which started from the store's present,
+        // lose nothing.
+        feed.hub.restart_at(floor);
         return Ok(true);
     }
     let more = entries.len() == POLL_LIMIT;
     feed.hub.publish(entries, new_head);
     Ok(more)
 }
+
+#[cfg(test)]
+#[path = "durable_tests.rs"]
+mod tests;
