@@ -32,8 +32,8 @@ done
 # One line per package: the Debian package, `|`, then a shell command that
 # succeeds when it is installed. Add a package by adding a line.
 REQUIRED=(
-  'chromium|test -x /usr/bin/chromium'                       # the real-browser tests (e2e browser.rs, api-docs-browser.sh)
-  'nodejs|command -v node'                                   # scripts/tests/api-docs-browser.sh runs playwright-core under Node.js
+  'chromium|test -x /usr/bin/chromium'                       # the real-browser tests (e2e browser.rs, api-docs-browser.sh, change-feed-browser.sh)
+  'nodejs|command -v node'                                   # scripts/tests/*-browser.sh run playwright-core under Node.js
   'npm|command -v npm'                                       # … and installs it from the npm registry
   'python3-venv|python3 -c "import venv, ensurepip"'         # schemathesis in a virtual environment
   'curl|command -v curl'                                     # scripts/schemathesis.sh waits for the binary with it

@@ -50,7 +50,8 @@ cargo test --workspace
 # The README's examples, run as written against the binary; the scripts'
 # own logic (cheap: no build); the systemd unit, verified offline with the
 # built binary; then the live binary against its own OpenAPI document
-# (property-based), and behind Patroni through a switchover and a failover.
+# (property-based), its rules under Prometheus, its API page and its change
+# feed in Chromium, and behind Patroni through a switchover and a failover.
 bash scripts/readme-examples.sh
 bash scripts/tests/schemathesis-script.sh
 bash scripts/tests/install-test-deps.sh
@@ -59,4 +60,5 @@ bash scripts/schemathesis.sh
 release_binary="$(source scripts/lib/service.sh && cargo_binary --release)"
 ITEMS_SERVICE_BIN="$release_binary" bash scripts/tests/prometheus-rules.sh
 ITEMS_SERVICE_BIN="$release_binary" bash scripts/tests/api-docs-browser.sh
+ITEMS_SERVICE_BIN="$release_binary" bash scripts/tests/change-feed-browser.sh
 ITEMS_SERVICE_BIN="$release_binary" bash scripts/tests/patroni-failover.sh

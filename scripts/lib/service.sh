@@ -34,8 +34,10 @@ fail_with_log() {
 
 # `listening_port LOG`: the public port named by the start-up line in LOG
 # (`… items_service: listening address=127.0.0.1:41234 …`, written by
-# crates/app/src/listening.rs); nothing while the line has not come.
+# crates/app/src/listening.rs); nothing while the line has not come, or
+# the log itself (the background process creates it a moment later).
 listening_port() {
+  [[ -f $1 ]] || return 0
   sed -n 's/.*items_service: listening address=[^ ]*:\([0-9][0-9]*\).*/\1/p' "$1" | head -n 1
 }
 

@@ -94,8 +94,7 @@ check "an unknown switch: exit 2 with the usage" bash -c "[[ $status == 2 ]] && 
 # once missing from both, and the browser check failed 13 minutes in).
 if PATH="$scratch/bin:$PATH" bash scripts/install-test-deps.sh --list > "$scratch/list" 2> "$scratch/out"; then status=0; else status=$?; fi
 check "--list: exit 0, no apt-get" bash -c "[[ $status == 0 ]] && ! grep -q '^apt-get ' '$scratch/out'"
-# The program each needs it for: scripts/tests/api-docs-browser.sh (node,
-# npm), crates/app/tests (chromium, haproxy, redis-server, pg_dump,
+# The program each needs it for: scripts/tests/*-browser.sh (node, npm), crates/app/tests (chromium, haproxy, redis-server, pg_dump,
 # pg_restore, pg_basebackup, initdb, kill), the scripts (curl, promtool,
 # systemd-analyze, patroni, etcd, python3 -m venv).
 for package in nodejs npm chromium haproxy redis-server postgresql-15 postgresql-client-15 procps \
