@@ -153,9 +153,16 @@ async fn sigterm_ends_every_change_stream_at_once_so_clients_reconnect_elsewhere
         "C14: streams end when the drain begins, not when it is over: {:?}",
         signalled.elapsed()
     );
-    let refused = crate::support::EventStream::open(&service.client, None).await;
+    let mut refused = crate::support::EventStream::open(&service.client, None).await;
     assert_eq!(
-        refused.status, 503,
+        refused.status, 200,
+        "C14: a stopping instance answers a new stream 200 (an EventSource gives up on a 503)"
+    );
+    let only = refused.frame().await.expect("the retry frame");
+    assert!(only.retry.is_some() && only.id.is_none(), "{only:?}");
+    assert_eq!(
+        refused.frame().await.expect_err("then the answer ends"),
+        crate::support::Ended::Cleanly,
         "C14: a stopping instance opens no stream"
     );
     assert!(service.wait(Duration::from_secs(15)).await.success());

@@ -18,7 +18,9 @@
 //!   [`ChangeStreamSettings::heartbeat`] (15 s at most), so proxies keep
 //!   an idle stream open;
 //! - once the service begins to stop, every stream ends (cleanly: the
-//!   client reconnects, to another instance) and new ones are refused.
+//!   client reconnects, to another instance), and a new one is answered
+//!   200 with a `retry:` alone and ended: `EventSource` retries after a
+//!   200 that ends, never after a 503.
 //!
 //! The stream is one request for the rate limiter and gets the CORS
 //! headers from the edge like every response; it is never compressed, and
@@ -125,18 +127,17 @@ pub(super) async fn serve(request: &HttpRequest) -> Result<HttpResponse, ApiErro
             detail: "This store keeps no change feed; ask for application/json.",
         });
     };
-    if streams.draining.has_begun() {
-        return Err(ApiError::StreamsRefused {
-            detail: "This instance is stopping; reconnect, to another instance.",
-            retry_after_secs: 1,
-        });
-    }
-    let Some(slot) = Slot::take(&streams.open, streams.settings.max_streams) else {
-        metrics::refused();
-        return Err(ApiError::StreamsRefused {
-            detail: "Too many change streams are open on this instance; retry later.",
-            retry_after_secs: RETRY_REFUSED_SECS,
-        });
+    let slot = if streams.draining.has_begun() {
+        None
+    } else {
+        let Some(slot) = Slot::take(&streams.open, streams.settings.max_streams) else {
+            metrics::refused();
+            return Err(ApiError::StreamsRefused {
+                detail: "Too many change streams are open on this instance; retry later.",
+                retry_after_secs: RETRY_REFUSED_SECS,
+            });
+        };
+        Some(slot)
     };
     let mut response = HttpResponse::build(StatusCode::OK);
     response
@@ -150,6 +151,13 @@ pub(super) async fn serve(request: &HttpRequest) -> Result<HttpResponse, ApiErro
     if request.method() == Method::HEAD {
         return Ok(response.finish());
     }
+    let Some(slot) = slot else {
+        // A stopping instance opens no stream, but answers 200 with only a
+        // `retry:` and ends: a browser's `EventSource` gives up for good on
+        // any other status, and this way reconnects, through the balancer,
+        // to an instance that is not stopping, with its cursor (C14).
+        return Ok(response.body(sse::retry_only(streams.settings.retry)));
+    };
     let last_event_id = request
         .headers()
         .get("last-event-id")

@@ -57,6 +57,12 @@ pub(crate) fn wanted(headers: &HeaderMap) -> bool {
     }
 }
 
+/// The whole answer of an instance that opens no stream: the reconnection
+/// delay alone, no `id:`, so the client keeps the cursor it has.
+pub(crate) fn retry_only(retry: Duration) -> Bytes {
+    Bytes::from(format!("retry: {}\n\n", retry.as_millis()))
+}
+
 /// The first frame: the reconnection delay, and where the stream begins
 /// (as the `reset` event when the cursor asked for was unknown).
 pub(crate) fn opening(start: &Cursor, reset: bool, retry: Duration) -> Bytes {
@@ -165,6 +171,7 @@ mod tests {
         let start = Cursor::parse(b"m1.3").unwrap();
         let retry = Duration::from_millis(1000);
         assert_eq!(opening(&start, false, retry), "retry: 1000\nid: m1.3\n\n");
+        assert_eq!(retry_only(retry), "retry: 1000\n\n");
         assert_eq!(
             opening(&start, true, retry),
             "retry: 1000\nevent: reset\nid: m1.3\ndata: {}\n\n"

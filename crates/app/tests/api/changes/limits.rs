@@ -139,7 +139,7 @@ async fn at_most_changes_max_streams_are_open_beyond_503_with_retry_after_c14() 
 }
 
 #[tokio::test]
-async fn a_drain_ends_every_stream_and_refuses_new_ones_c1_c14() {
+async fn a_drain_ends_every_stream_and_opens_no_new_one_c1_c14() {
     let draining = Draining::default();
     let settings = HttpSettings {
         draining: draining.clone(),
@@ -170,9 +170,21 @@ async fn a_drain_ends_every_stream_and_refuses_new_ones_c1_c14() {
         "C14: streams end at once when the drain begins: {:?}",
         began.elapsed()
     );
-    let refused = EventStream::open(app, None).await;
+    let mut refused = EventStream::open(app, Some("m1.1")).await;
     assert_eq!(
-        refused.status, 503,
+        (refused.status, refused.header("content-type")),
+        (200, "text/event-stream".to_owned()),
+        "C14: a stopping instance answers 200, which an EventSource retries (a 503 ends it)"
+    );
+    let only = refused.frame().await.expect("one frame");
+    assert!(
+        only.retry.is_some() && only.id.is_none() && only.event.is_none(),
+        "C14: a stopping instance sends only when to retry, and keeps the client's cursor: \
+         {only:?}"
+    );
+    assert_eq!(
+        refused.frame().await.expect_err("then the answer ends"),
+        Ended::Cleanly,
         "C14: a stopping instance opens no stream"
     );
 }
