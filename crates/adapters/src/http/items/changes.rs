@@ -37,7 +37,7 @@ use actix_web::http::header::{self, HeaderName, HeaderValue};
 use actix_web::http::{Method, StatusCode};
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse, web};
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use items_domain::{ChangeService, ChangeStream, FeedError, RepositoryError};
 use tokio::sync::mpsc;
 
@@ -55,8 +55,8 @@ pub struct ChangeStreamSettings {
     pub max_streams: usize,
     /// How often a heartbeat comment is sent (at most 15 s, C14).
     pub heartbeat: Duration,
-    /// Frames held for one subscriber, between its task and its
-    /// connection.
+    /// Changes held for one subscriber, between its task and its
+    /// connection, in chunks of up to 32: never more changes than this.
     pub buffer: usize,
     /// How long a subscriber's buffer may stay full before it is cut as
     /// too slow.
@@ -111,6 +111,11 @@ impl ChangeStreams {
     }
 }
 
+/// The most changes one write to a subscriber carries: with many
+/// subscribers and many writes, a write per change per subscriber is what
+/// costs (a system call and a wake each).
+const CHANGES_PER_CHUNK: usize = 32;
+
 /// How long a client refused for the stream limit, or by a stopping
 /// instance, waits before it tries again.
 const RETRY_REFUSED_SECS: u64 = 5;
@@ -164,7 +169,11 @@ pub(super) async fn serve(request: &HttpRequest) -> Result<HttpResponse, ApiErro
         .map(HeaderValue::as_bytes);
     let subscription = service.subscribe(last_event_id).await?;
     let settings = streams.settings;
-    let (sender, receiver) = mpsc::channel(settings.buffer.max(1));
+    // The buffer holds `settings.buffer` changes at most, in chunks: a
+    // subscriber that keeps up gets what came since its last chunk in one
+    // (one wake of its connection, one write), not one write per change.
+    let chunk = settings.buffer.clamp(1, CHANGES_PER_CHUNK);
+    let (sender, receiver) = mpsc::channel((settings.buffer / chunk).max(1));
     let opening = sse::opening(&subscription.start, subscription.reset, settings.retry);
     // The channel is new and holds at least one frame.
     let _ = sender.try_send(opening);
@@ -174,6 +183,7 @@ pub(super) async fn serve(request: &HttpRequest) -> Result<HttpResponse, ApiErro
         sender,
         cut: Arc::clone(&cut),
         heartbeat: settings.heartbeat,
+        chunk,
         stall: settings.stall,
         draining: streams.draining.clone(),
         _slot: slot,
@@ -221,6 +231,8 @@ struct Pump {
     cut: Arc<AtomicBool>,
     heartbeat: Duration,
     stall: Duration,
+    /// The most changes one chunk of the buffer carries.
+    chunk: usize,
     draining: Draining,
     _slot: Slot,
 }
@@ -257,8 +269,9 @@ impl Pump {
         // Dropping the sender ends the body once what it holds is sent.
     }
 
-    /// Moves one frame at a time: first room for it in the subscriber's
-    /// buffer (waiting at most `stall`), then a change or a heartbeat.
+    /// Moves one chunk at a time: first room for it in the subscriber's
+    /// buffer (waiting at most `stall`), then a heartbeat, or a change and
+    /// every change already waiting after it, up to `chunk` of them.
     async fn forward(&mut self) -> End {
         let start = tokio::time::Instant::now() + self.heartbeat;
         let mut beat = tokio::time::interval_at(start, self.heartbeat);
@@ -276,32 +289,50 @@ impl Pump {
                 Ok(Err(_)) => return End::Gone,
                 Ok(Ok(permit)) => permit,
             };
-            let frame = tokio::select! {
+            let first = tokio::select! {
                 biased;
                 () = &mut stopping => return End::Stopping,
                 () = self.sender.closed() => return End::Gone,
-                _ = beat.tick() => HEARTBEAT.clone(),
-                next = self.changes.next() => {
-                    let change = match next {
-                        Some(Ok(change)) => change,
-                        Some(Err(FeedError::TooSlow)) => return End::TooSlow,
-                        Some(Err(FeedError::Unavailable(error))) => return End::Failed(error),
-                        None => {
-                            return End::Failed(RepositoryError::unavailable(
-                                "the change stream ended",
-                            ));
-                        }
-                    };
-                    match sse::event(&change) {
-                        Ok(frame) => {
-                            metrics::sent(change.at);
-                            frame
-                        }
-                        Err(error) => return End::Failed(RepositoryError::unavailable(error)),
-                    }
+                _ = beat.tick() => {
+                    permit.send(HEARTBEAT.clone());
+                    continue;
                 }
+                next = self.changes.next() => next,
             };
-            permit.send(frame);
+            let mut chunk = Vec::with_capacity(256);
+            let mut next = Some(first);
+            let mut events = 0;
+            let end = loop {
+                let change = match next {
+                    Some(Some(Ok(change))) => change,
+                    // Nothing more ready: the chunk is complete.
+                    None => break None,
+                    Some(Some(Err(FeedError::TooSlow))) => break Some(End::TooSlow),
+                    Some(Some(Err(FeedError::Unavailable(error)))) => {
+                        break Some(End::Failed(error));
+                    }
+                    Some(None) => {
+                        break Some(End::Failed(RepositoryError::unavailable(
+                            "the change stream ended",
+                        )));
+                    }
+                };
+                if let Err(error) = sse::write_event(&mut chunk, &change) {
+                    break Some(End::Failed(RepositoryError::unavailable(error)));
+                }
+                metrics::sent(change.at);
+                events += 1;
+                if events == self.chunk {
+                    break None;
+                }
+                next = self.changes.next().now_or_never();
+            };
+            if !chunk.is_empty() {
+                permit.send(Bytes::from(chunk));
+            }
+            if let Some(end) = end {
+                return end;
+            }
         }
     }
 }

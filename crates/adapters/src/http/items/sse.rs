@@ -80,16 +80,23 @@ pub(crate) fn opening(start: &Cursor, reset: bool, retry: Duration) -> Bytes {
     Bytes::from(frame)
 }
 
-/// The event of one change.
-pub(crate) fn event(change: &Change) -> Result<Bytes, serde_json::Error> {
+/// The event of one change, whole.
+#[cfg(test)]
+fn event(change: &Change) -> Result<Bytes, serde_json::Error> {
     let mut frame = Vec::with_capacity(96);
+    write_event(&mut frame, change)?;
+    Ok(Bytes::from(frame))
+}
+
+/// Appends the event of one change to `frame`.
+pub(crate) fn write_event(frame: &mut Vec<u8>, change: &Change) -> Result<(), serde_json::Error> {
     frame.extend_from_slice(b"event: ");
     frame.extend_from_slice(change.change.kind().as_bytes());
     frame.extend_from_slice(b"\nid: ");
     frame.extend_from_slice(change.cursor.as_str().as_bytes());
     frame.extend_from_slice(b"\ndata: ");
     match &change.change {
-        ItemChange::Created(item) | ItemChange::Replaced(item) => write_item(&mut frame, item)?,
+        ItemChange::Created(item) | ItemChange::Replaced(item) => write_item(frame, item)?,
         ItemChange::Deleted(id) => {
             frame.extend_from_slice(b"{\"id\":");
             frame.extend_from_slice(id.get().to_string().as_bytes());
@@ -97,7 +104,7 @@ pub(crate) fn event(change: &Change) -> Result<Bytes, serde_json::Error> {
         }
     }
     frame.extend_from_slice(b"\n\n");
-    Ok(Bytes::from(frame))
+    Ok(())
 }
 
 #[cfg(test)]
