@@ -43,9 +43,9 @@ use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
 use hosts::Hosts;
 use pool::Pool;
 
-use crate::sql::turns::ListingTurns;
 use crate::changes::cursor::CursorFormat;
 use crate::changes::durable::DurableFeed;
+use crate::sql::turns::ListingTurns;
 
 pub use crate::sql::migrations::MigrateError;
 pub use link::NoHost;

@@ -16,8 +16,8 @@ use items_testkit::Repositories;
 
 mod key_purge;
 mod memory_changes;
-mod postgres_listings;
 mod postgres_feed;
+mod postgres_listings;
 mod sqlite_backup;
 mod sqlite_feed;
 mod sqlite_file;
