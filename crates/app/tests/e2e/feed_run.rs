@@ -23,6 +23,7 @@
 //! `CRASH_SEED=<seed>` repeats a run's choices.
 
 mod harness;
+mod promoted;
 mod subscribers;
 mod verify;
 mod writers;
