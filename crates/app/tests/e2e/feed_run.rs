@@ -20,7 +20,10 @@
 //! `FEED_RUN_EVENTS=1000000 cargo test --release -p items-app --test e2e
 //! feed_run -- --nocapture --test-threads 1`, which prints the figures
 //! (events, reconnections, delivery p50/p99, kills, failovers, duration);
-//! `CRASH_SEED=<seed>` repeats a run's choices.
+//! `CRASH_SEED=<seed>` repeats a run's choices, and `FEED_RUN_RATE=<writes
+//! a second>` paces the writers (as fast as the service answers by
+//! default), to measure the delivery latency under a load the machine
+//! keeps up with.
 
 mod harness;
 mod promoted;

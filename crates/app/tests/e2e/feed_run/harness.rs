@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 
 use super::subscribers::{SubscriberLog, subscribe};
 use super::verify::{Figures, Table, verify};
-use super::writers::{SENTINEL_NAME, SHARED_NAME, WRITERS, WriterLog, write};
+use super::writers::{Pace, SENTINEL_NAME, SHARED_NAME, WRITERS, WriterLog, write};
 use crate::crash::rng::{self, Rng};
 use crate::failover::cluster::{Pair, Replication};
 use crate::helpers::{Client, Service};
@@ -148,6 +148,17 @@ pub fn sized(default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// How fast the writers go: `FEED_RUN_RATE` writes a second between
+/// them all (to measure the delivery latency of a load the machine keeps
+/// up with), else as fast as the service answers.
+fn pace() -> Pace {
+    let rate = std::env::var("FEED_RUN_RATE")
+        .ok()
+        .and_then(|rate| rate.parse::<f64>().ok())
+        .filter(|rate| *rate > 0.0);
+    Pace(rate.map(|rate| Duration::from_secs_f64(WRITERS as f64 / rate)))
+}
+
 /// Starts an instance over `store`.
 async fn start(settings: &[(&'static str, String)]) -> Service {
     let settings: Vec<(&str, &str)> = settings
@@ -202,6 +213,7 @@ pub async fn run(mut store: Store, events: usize) -> Figures {
         .as_i64()
         .expect("an id");
 
+    let pace = pace();
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(AtomicUsize::new(0));
     let writers: Vec<_> = (1..=WRITERS)
@@ -214,6 +226,7 @@ pub async fn run(mut store: Store, events: usize) -> Figures {
                 Arc::clone(&stop),
                 Arc::clone(&acked),
                 dice.fork(number),
+                pace,
             ))
         })
         .collect();

@@ -69,8 +69,14 @@ enum Write {
     Delete(i64),
 }
 
+/// How a writer is paced: at most one write every `interval`, or as
+/// fast as the service answers.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace(pub Option<Duration>);
+
 /// Writer `number` (`1..=WRITERS`) writing through instance `instance`
 /// until `stop`; counts its acknowledged writes in `acked`.
+#[allow(clippy::too_many_arguments)] // each is one thing the run shares
 pub async fn write(
     number: u64,
     instance: usize,
@@ -79,6 +85,7 @@ pub async fn write(
     stop: Arc<AtomicBool>,
     acked: Arc<AtomicUsize>,
     mut dice: Rng,
+    Pace(interval): Pace,
 ) -> WriterLog {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
@@ -87,7 +94,12 @@ pub async fn write(
     let mut log = WriterLog::default();
     let mut owned: Vec<i64> = Vec::new();
     let mut n = 0u64;
+    let mut due = tokio::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        if let Some(interval) = interval {
+            due += interval;
+            tokio::time::sleep_until(due).await;
+        }
         n += 1;
         let name = format!("{number}.{n}");
         let roll = dice.below(100);
