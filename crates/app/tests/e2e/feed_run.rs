@@ -34,7 +34,7 @@ mod writers;
 use harness::{Store, run, sized};
 
 /// Writes per run unless `FEED_RUN_EVENTS` says otherwise.
-const DEFAULT_EVENTS: usize = 10_000;
+const DEFAULT_EVENTS: usize = 5_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn in_memory_eight_writers_and_reconnecting_subscribers_miss_repeat_and_reorder_nothing_c14()

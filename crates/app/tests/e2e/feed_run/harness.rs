@@ -303,7 +303,15 @@ pub async fn run(mut store: Store, events: usize) -> Figures {
     let listing = read_listing(&first).await;
     let start = seen.iter().map(|log| log.start).min().unwrap_or_default();
     let table = store.table(start).await;
-    let mut figures = verify(&logs, &seen, &listing, table.as_ref(), (shared, sentinel));
+    let mut figures = verify(
+        &logs,
+        &seen,
+        &listing,
+        table.as_ref(),
+        (shared, sentinel),
+        (started, written),
+        failovers > 0,
+    );
     figures.label = label;
     figures.kills = kills;
     figures.failovers = failovers;

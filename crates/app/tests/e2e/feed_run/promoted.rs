@@ -155,3 +155,79 @@ async fn wait_writing_to(admin: &Client, port: u16) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A change committed on the primary alone (a synchronous commit whose
+/// wait for the standby was cancelled, as a postmaster that dies also
+/// ends it) is visible there, and the feed publishes it; the promoted
+/// standby never had it. A subscriber then holds a change the store does
+/// not: C14's "nothing that was not committed ever appears" asks the feed
+/// to publish a change only once the synchronous standby has it. Fails
+/// today: kept as the reproduction of that bug, run it with `--ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "C14 bug: the feed publishes commits no synchronous standby confirmed"]
+async fn a_commit_no_synchronous_standby_confirmed_never_reaches_the_subscribers_c14() {
+    let mut pair = Pair::start(Replication::Synchronous).await;
+    let url = pair.database_url();
+    let service = Service::start(&[
+        ("DATABASE_URL", url.as_str()),
+        ("DATABASE_STATEMENT_TIMEOUT_MS", "1000"),
+        ("RATE_LIMIT_MAX", "0"),
+        ("ADMIN_PORT", "0"),
+    ])
+    .await;
+    let client = service.client.clone();
+    client.create_item("before").await;
+    let (mut stream, _, _) = crate::support::EventStream::subscribe(&client, None).await;
+    detach_the_standby(&pair).await;
+
+    let admin = pair.primary().connect().await;
+    let writer = client.clone();
+    let write = tokio::spawn(async move {
+        writer
+            .post_json("/items", &json!({ "name": "unconfirmed" }))
+            .await
+            .status()
+            .as_u16()
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let backend: i32 = loop {
+        let row = admin
+            .query_opt(
+                "select pid from pg_stat_activity \
+                 where datname = 'items' and wait_event = 'SyncRep' limit 1",
+                &[],
+            )
+            .await
+            .unwrap();
+        if let Some(row) = row {
+            break row.get(0);
+        }
+        assert!(Instant::now() < deadline, "no write waits for the standby");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    admin
+        .query_one("select pg_cancel_backend($1)", &[&backend])
+        .await
+        .unwrap();
+    let status = write.await.unwrap();
+    let published = stream.frame_within(Duration::from_secs(2)).await;
+
+    pair.kill_primary();
+    drop(admin);
+    pair.promote_standby().await;
+    wait_writing_to(&service.admin(), pair.primary().port).await;
+    let listed: Vec<String> = client
+        .list("/items")
+        .await
+        .iter()
+        .map(|item| item["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(listed, ["before"], "the promoted standby never had it");
+    assert_eq!(status, 504, "C12: the write's outcome is unknown");
+    assert!(
+        !published
+            .as_ref()
+            .is_ok_and(crate::support::Frame::is_event),
+        "C14: a change the store lost with its primary reached a subscriber: {published:?}"
+    );
+}
