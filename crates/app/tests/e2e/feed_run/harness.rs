@@ -190,7 +190,7 @@ pub async fn run(mut store: Store, events: usize) -> Figures {
     let instances = Instances(Arc::new(RwLock::new(services.iter().map(base).collect())));
     // A reconnection every `every` events on average: at least 1,000 in a
     // run of a million, and as many per event in a short one.
-    let every = (events / 2000).clamp(5, 500);
+    let every = (events / 2000).clamp(10, 500);
 
     let mut subscribers = Vec::new();
     for number in 0..SUBSCRIBERS {
