@@ -21,6 +21,15 @@
 //!   *completed* id plus one, and may be reused; a transaction that took
 //!   its id after that is running, and not listed. Measured: positions
 //!   skipped within seconds under sequential writes.)
+//! - what the reader learned of one server is used on that server only:
+//!   `W` and `N` are read with the server's identity (its postmaster's
+//!   start time), and a position found pending on a server that is no
+//!   longer the one answering is forgotten, and read again. A promoted
+//!   standby hands out again the positions the lost primary took after
+//!   the last sequence record that reached it (PostgreSQL logs a sequence
+//!   32 values ahead), and its transaction ids are not the lost primary's:
+//!   taken there, a `W` of the lost primary would be published as final
+//!   before the new primary commits under it, and that change skipped;
 //! - nothing here slows a writer: the triggers add one `insert` to each
 //!   writing statement, no lock is shared between writers, and the
 //!   waiting is the reader's. The reader's transaction id is never written
@@ -56,14 +65,18 @@ pub(super) const ORIGIN: &str = "select origin from change_log";
 const LAST: &str = "select coalesce(pg_sequence_last_value(pg_get_serial_sequence('changes', \
                     'position')::regclass), 0)::bigint";
 
-/// A transaction id of the reader's own, taken after [`LAST`] was read.
-const OWN_ID: &str = "select pg_current_xact_id()::text::bigint";
+/// A transaction id of the reader's own, taken after [`LAST`] was read,
+/// and the server's identity ([`SERVER`]).
+const OWN_ID: &str = "select pg_current_xact_id()::text::bigint, \
+    (extract(epoch from pg_postmaster_start_time()) * 1000000)::bigint";
 
 /// Whether no backend of this database runs a transaction whose id
-/// precedes `$1` (compared as PostgreSQL compares 32-bit ids: by age).
+/// precedes `$1` (compared as PostgreSQL compares 32-bit ids: by age), and
+/// the server's identity ([`SERVER`]).
 const ENDED: &str = "select not exists (select 1 from pg_stat_activity \
     where datname = current_database() and backend_xid is not null \
-    and age(backend_xid) > age((($1::bigint) % 4294967296)::text::xid))";
+    and age(backend_xid) > age((($1::bigint) % 4294967296)::text::xid)), \
+    (extract(epoch from pg_postmaster_start_time()) * 1000000)::bigint";
 
 /// The changes in `($1, $2]`, at most `$3`, with the floor: always one row
 /// at least (the changes' columns null when there are none).
@@ -100,11 +113,14 @@ pub(super) const FORGET_ALL: &str = "with gone as (delete from changes returning
         0))";
 
 /// A position the reader read, not yet final: the sequence's last value
-/// `W`, and the reader's transaction id `N`, taken after it.
+/// `W`, and the reader's transaction id `N`, taken after it, on the server
+/// `server` (the start of its postmaster, in microseconds: a restarted
+/// server, or a promoted standby, is another).
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     last: u64,
     own_id: i64,
+    server: i64,
 }
 
 /// The feed's reads, on the pool.
@@ -143,20 +159,31 @@ async fn horizon(lease: &mut Lease) -> Result<Pending, RepositoryError> {
     Ok(Pending {
         last: unsigned(column(&last, 0)?),
         own_id: column(&own_id, 0)?,
+        server: column(&own_id, 1)?,
     })
+}
+
+/// What [`rows`] found.
+enum Rows {
+    /// Every transaction that may hold a position at or below the pending
+    /// one has ended (or not), then the changes and the floor.
+    Read(bool, Vec<Entry>, u64),
+    /// The server answering is not the one the pending position was read
+    /// on: it means nothing here.
+    OtherServer,
 }
 
 /// Whether every transaction that may hold a position at or below
 /// `pending.last` has ended, then the changes in `(after, pending.last]`
 /// (at most `limit`) and the floor: two statements sent together, the
 /// rows read in a snapshot taken after the check. The rows are used only
-/// when the check passed.
+/// when the check passed, on the server `pending` was read on.
 async fn rows(
     lease: &mut Lease,
     after: u64,
     pending: Pending,
     limit: usize,
-) -> Result<(bool, Vec<Entry>, u64), RepositoryError> {
+) -> Result<Rows, RepositoryError> {
     let ended = lease.prepared(ENDED).await?;
     let range = lease.prepared(RANGE).await?;
     let (after, upto) = (signed(after), signed(pending.last));
@@ -170,9 +197,13 @@ async fn rows(
             .await
         })
         .await?;
+    let server: i64 = column(&ended, 1)?;
+    if server != pending.server {
+        return Ok(Rows::OtherServer);
+    }
     let ended: bool = column(&ended, 0)?;
     let (entries, floor) = range_rows(&rows)?;
-    Ok((ended, entries, floor))
+    Ok(Rows::Read(ended, entries, floor))
 }
 
 /// The changes and the floor of [`RANGE`]'s rows.
@@ -266,7 +297,12 @@ impl Source for PostgresChanges {
         if pending.last <= head {
             return Ok((Vec::new(), head, 0));
         }
-        let (ended, entries, floor) = rows(&mut lease, head, pending, limit).await?;
+        let (ended, entries, floor) = match rows(&mut lease, head, pending, limit).await? {
+            Rows::Read(ended, entries, floor) => (ended, entries, floor),
+            // Read on a server that is gone (a failover, a restart): the
+            // next poll reads a new `W` on this one.
+            Rows::OtherServer => return Ok((Vec::new(), head, 0)),
+        };
         if !ended {
             *self.pending.lock() = Some(pending);
             return Ok((Vec::new(), head, floor));
@@ -289,9 +325,14 @@ impl Source for PostgresChanges {
         let pending = horizon(&mut lease).await?;
         let deadline = tokio::time::Instant::now() + self.budget;
         loop {
-            let (ended, _, _) = rows(&mut lease, pending.last, pending, 0).await?;
-            if ended {
-                return Ok(pending.last);
+            match rows(&mut lease, pending.last, pending, 0).await? {
+                Rows::Read(true, _, _) => return Ok(pending.last),
+                Rows::Read(false, _, _) => {}
+                Rows::OtherServer => {
+                    return Err(RepositoryError::unavailable(
+                        "the database server changed while a subscription started",
+                    ));
+                }
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(RepositoryError::unavailable(

@@ -5,8 +5,9 @@
 //! in a real browser (C8), a flood of idle connections, several instances on
 //! one database, the durable SQLite file (C12), the fleet behind haproxy,
 //! backup and restore by the documented commands, crash tests (SIGKILL
-//! under write load, C12), and traces sent to a receiver in this process
-//! (C11). Every instance starts on port 0 and reports the
+//! under write load, C12), the change feed's run (reconnecting subscribers
+//! through a kill and a failover, C14), and traces sent to a receiver in
+//! this process (C11). Every instance starts on port 0 and reports the
 //! ports it got.
 
 #![allow(clippy::unwrap_used)]
@@ -25,6 +26,7 @@ mod copy;
 mod crash;
 mod drain;
 mod failover;
+mod feed_run;
 mod fleet;
 mod library;
 mod lifecycle;
