@@ -13,6 +13,7 @@
 //!   MUST return; the contract checks of `items-testkit` test exactly that,
 //!   for any adapter.
 
+pub mod consistency;
 pub mod defaults;
 pub mod entities;
 pub mod idempotency;
@@ -24,6 +25,9 @@ pub mod uploads;
 pub mod use_cases;
 pub mod values;
 
+pub use consistency::{
+    ConsistentReads, MalformedPosition, Position, ReadReport, ReadScope, Unpositioned,
+};
 pub use entities::{
     Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ListingHead, Product, User, seeded_users,
 };

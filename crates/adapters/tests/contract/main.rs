@@ -42,4 +42,7 @@ items_testkit::contract_tests!(
     repositories postgres_second_of_two_hosts = ScratchStore::behind_a_refusing_host().await
 );
 items_testkit::contract_tests!(repositories sqlite = SqliteFile::create().await);
+items_testkit::contract_tests!(
+    consistent_reads in_memory_reads = items_domain::Unpositioned(in_memory())
+);
 items_testkit::contract_tests!(upload_store disk = UploadDirectory::open());

@@ -13,6 +13,7 @@ mod admin;
 mod auxiliary;
 mod bodies;
 mod compression;
+mod consistency;
 mod cors;
 mod durable;
 mod failures;
