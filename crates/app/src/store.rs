@@ -12,7 +12,7 @@ use items_adapters::http::admin::Detail;
 use items_adapters::memory;
 use items_adapters::postgres::{ConnectError, PostgresSettings, PostgresStore, PostgresUrl};
 use items_adapters::sqlite::{SqliteSettings, SqliteStore};
-use items_domain::{HealthCheck, Repositories};
+use items_domain::{ConsistentReads, HealthCheck, Repositories};
 
 use crate::config::{DatabaseUrl, StoreConfig};
 use crate::start_error::StartError;
@@ -65,6 +65,15 @@ impl Store {
             Self::Memory => memory::repositories(),
             Self::Postgres(store) => store.repositories(),
             Self::Sqlite(store) => store.repositories(),
+        }
+    }
+
+    /// Its reads at or after a `Consistency-Token` (C13), for a store that
+    /// gives positions: PostgreSQL. The others check a token and ignore it.
+    pub(crate) fn consistent_reads(&self) -> Option<Arc<dyn ConsistentReads>> {
+        match self {
+            Self::Postgres(store) => Some(Arc::new(store.clone())),
+            Self::Memory | Self::Sqlite(_) => None,
         }
     }
 

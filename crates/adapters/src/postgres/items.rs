@@ -8,12 +8,13 @@ use std::time::SystemTime;
 use async_trait::async_trait;
 use items_domain::{
     Id, IdempotencyKey, Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ItemRepository, Keyed,
-    ListingHead, Name, Replaced, RepositoryError,
+    ListingHead, Name, Position, Replaced, RepositoryError,
 };
 
 use super::coalesce::{Coalescer, ItemCreates, ItemReads};
 use super::decode::{self, column};
 use super::pool::{Lease, Pool, lease};
+use super::positions::{self, POSITION};
 use crate::sql::rows::{stored_item, stored_items};
 use crate::sql::turns::{ListingTurns, Turn};
 
@@ -42,6 +43,142 @@ impl PostgresItemRepository {
             creates,
             listings,
         }
+    }
+
+    /// [`ItemRepository::list`], and the server's position once it read
+    /// the page (C13), sent with it.
+    pub(super) async fn list_at(
+        &self,
+        query: &ItemQuery,
+    ) -> Result<(ItemPage, Position), RepositoryError> {
+        let after = query.after.map_or(i64::MIN, Id::get);
+        // `limit null` is no limit at all.
+        let fetch = query.limit.map(|limit| limit.get() as i64 + 1);
+        let mut connection = lease(&self.pool).await?;
+        let position = connection.prepared(POSITION).await?;
+        // The page, its total and the position are sent together: one
+        // round trip.
+        let ((rows, total), at) = match &query.name {
+            None => {
+                let page = connection.prepared(PAGE).await?;
+                let tally = connection.prepared(TOTAL).await?;
+                connection
+                    .run(|client| async move {
+                        // Exact and O(1): the tally the triggers of migration
+                        // 0002 keep in the same transaction as every insert
+                        // and delete, summed over its 16 slots (`count(*)`
+                        // would read the table).
+                        futures_util::future::try_join(
+                            futures_util::future::try_join(
+                                client.query(&page, &[&after, &fetch]),
+                                client.query_one(&tally, &[]),
+                            ),
+                            client.query_one(&position, &[]),
+                        )
+                        .await
+                    })
+                    .await?
+            }
+            Some(name) => {
+                let name = name.as_str().as_bytes();
+                let page = connection.prepared(NAMED_PAGE).await?;
+                let count = connection.prepared(NAMED_TOTAL).await?;
+                connection
+                    .run(|client| async move {
+                        futures_util::future::try_join(
+                            futures_util::future::try_join(
+                                client.query(&page, &[&name, &after, &fetch]),
+                                client.query_one(&count, &[&name]),
+                            ),
+                            client.query_one(&position, &[]),
+                        )
+                        .await
+                    })
+                    .await?
+            }
+        };
+        drop(connection);
+        let total: i64 = column(&total, 0)?;
+        let rows = decode::items(&rows)?;
+        let mut items = stored_items(rows)?;
+        let has_more = query.limit.is_some_and(|limit| items.len() > limit.get());
+        if let Some(limit) = query.limit {
+            items.truncate(limit.get());
+        }
+        let page = ItemPage {
+            items,
+            total: u64::try_from(total).unwrap_or(0),
+            has_more,
+        };
+        Ok((page, positions::read(&at, 0)?))
+    }
+
+    /// [`ItemRepository::list_all`], and the server's position once the
+    /// listing's snapshot was taken (C13): read in its transaction, in the
+    /// round trip of the version and total.
+    pub(super) async fn list_all_at(&self) -> Result<(ItemListing, Position), RepositoryError> {
+        let turn = self.listings.wait().await?;
+        let mut connection = lease(&self.pool).await?;
+        connection
+            .begin("begin isolation level repeatable read, read only")
+            .await?;
+        let tally = connection.prepared(TALLY).await?;
+        let position = connection.prepared(POSITION).await?;
+        let (tally, at) = connection
+            .run(|client| async move {
+                futures_util::future::try_join(
+                    client.query_one(&tally, &[]),
+                    client.query_one(&position, &[]),
+                )
+                .await
+            })
+            .await?;
+        let (version, total): (i64, i64) = (column(&tally, 0)?, column(&tally, 1)?);
+        let at = positions::read(&at, 0)?;
+        let cursor = Cursor {
+            connection,
+            after: i64::MIN,
+            _turn: turn,
+        };
+        let batches = futures_util::stream::unfold(Some(cursor), |cursor| async move {
+            cursor?.next_batch().await
+        });
+        let listing = ItemListing {
+            version: u64::try_from(version).unwrap_or(0),
+            total: u64::try_from(total).unwrap_or(0),
+            batches: Box::pin(batches),
+        };
+        Ok((listing, at))
+    }
+
+    /// [`ItemRepository::listing_head`], and the server's position once it
+    /// read the tally (C13), in the same round trip.
+    pub(super) async fn listing_head_at(&self) -> Result<(ListingHead, Position), RepositoryError> {
+        let mut connection = lease(&self.pool).await?;
+        let tally = connection.prepared(TALLY).await?;
+        let position = connection.prepared(POSITION).await?;
+        let (tally, at) = connection
+            .run(|client| async move {
+                futures_util::future::try_join(
+                    client.query_one(&tally, &[]),
+                    client.query_one(&position, &[]),
+                )
+                .await
+            })
+            .await?;
+        let (version, total): (i64, i64) = (column(&tally, 0)?, column(&tally, 1)?);
+        let head = ListingHead {
+            version: u64::try_from(version).unwrap_or(0),
+            total: u64::try_from(total).unwrap_or(0),
+        };
+        Ok((head, positions::read(&at, 0)?))
+    }
+
+    /// [`ItemRepository::get`], and the position of the server once it
+    /// read the item (C13).
+    pub(super) async fn get_at(&self, id: Id) -> Result<(Option<Item>, Position), RepositoryError> {
+        let (row, at) = self.reads.call(id.get()).await?;
+        Ok((row.map(stored_item).transpose()?, at))
     }
 }
 
@@ -112,57 +249,7 @@ impl ItemRepository for PostgresItemRepository {
     /// `($2 is null or name = $2)`, which would keep PostgreSQL's generic plan
     /// from using the `(name, id)` index.
     async fn list(&self, query: &ItemQuery) -> Result<ItemPage, RepositoryError> {
-        let after = query.after.map_or(i64::MIN, Id::get);
-        // `limit null` is no limit at all.
-        let fetch = query.limit.map(|limit| limit.get() as i64 + 1);
-        let mut connection = lease(&self.pool).await?;
-        // The page and its total are sent together: one round trip.
-        let (rows, total) = match &query.name {
-            None => {
-                let page = connection.prepared(PAGE).await?;
-                let tally = connection.prepared(TOTAL).await?;
-                connection
-                    .run(|client| async move {
-                        // Exact and O(1): the tally the triggers of migration
-                        // 0002 keep in the same transaction as every insert
-                        // and delete, summed over its 16 slots (`count(*)`
-                        // would read the table).
-                        futures_util::future::try_join(
-                            client.query(&page, &[&after, &fetch]),
-                            client.query_one(&tally, &[]),
-                        )
-                        .await
-                    })
-                    .await?
-            }
-            Some(name) => {
-                let name = name.as_str().as_bytes();
-                let page = connection.prepared(NAMED_PAGE).await?;
-                let count = connection.prepared(NAMED_TOTAL).await?;
-                connection
-                    .run(|client| async move {
-                        futures_util::future::try_join(
-                            client.query(&page, &[&name, &after, &fetch]),
-                            client.query_one(&count, &[&name]),
-                        )
-                        .await
-                    })
-                    .await?
-            }
-        };
-        drop(connection);
-        let total: i64 = column(&total, 0)?;
-        let rows = decode::items(&rows)?;
-        let mut items = stored_items(rows)?;
-        let has_more = query.limit.is_some_and(|limit| items.len() > limit.get());
-        if let Some(limit) = query.limit {
-            items.truncate(limit.get());
-        }
-        Ok(ItemPage {
-            items,
-            total: u64::try_from(total).unwrap_or(0),
-            has_more,
-        })
+        Ok(self.list_at(query).await?.0)
     }
 
     /// The version and total are the sums of the tally's `writes` and
@@ -171,45 +258,19 @@ impl ItemRepository for PostgresItemRepository {
     /// A listing first waits for its turn (`sql/turns.rs`), holding no
     /// connection, so listings never hold more than a quarter of the pool.
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
-        let turn = self.listings.wait().await?;
-        let mut connection = lease(&self.pool).await?;
-        connection
-            .begin("begin isolation level repeatable read, read only")
-            .await?;
-        let tally = connection.query_one(TALLY, &[]).await?;
-        let (version, total): (i64, i64) = (column(&tally, 0)?, column(&tally, 1)?);
-        let cursor = Cursor {
-            connection,
-            after: i64::MIN,
-            _turn: turn,
-        };
-        let batches = futures_util::stream::unfold(Some(cursor), |cursor| async move {
-            cursor?.next_batch().await
-        });
-        Ok(ItemListing {
-            version: u64::try_from(version).unwrap_or(0),
-            total: u64::try_from(total).unwrap_or(0),
-            batches: Box::pin(batches),
-        })
+        Ok(self.list_all_at().await?.0)
     }
 
     /// The tally alone, one statement on a pooled connection: no
     /// transaction, no turn.
     async fn listing_head(&self) -> Result<ListingHead, RepositoryError> {
-        let mut connection = lease(&self.pool).await?;
-        let tally = connection.query_one(TALLY, &[]).await?;
-        let (version, total): (i64, i64) = (column(&tally, 0)?, column(&tally, 1)?);
-        Ok(ListingHead {
-            version: u64::try_from(version).unwrap_or(0),
-            total: u64::try_from(total).unwrap_or(0),
-        })
+        Ok(self.listing_head_at().await?.0)
     }
 
     /// Coalesced (`coalesce::reads`): also the read a conditional request
     /// or a `PUT` makes through the use cases.
     async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {
-        let row = self.reads.call(id.get()).await?;
-        row.map(stored_item).transpose()
+        Ok(self.get_at(id).await?.0)
     }
 
     /// Group-committed (`coalesce::creates`): alone or in a batch, in a

@@ -23,7 +23,9 @@ mod items;
 mod keys;
 mod link;
 mod pool;
+mod positions;
 mod products;
+mod scoped;
 mod transfer;
 mod url;
 mod users;
@@ -190,6 +192,7 @@ impl PostgresStore {
         let manager = pool::Manager {
             hosts: Arc::new(hosts),
             budget,
+            latest: Arc::default(),
         };
         let pool = Pool::builder(manager)
             .max_size(settings.pool_size as usize)

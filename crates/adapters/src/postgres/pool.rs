@@ -54,6 +54,7 @@ use tokio_postgres::{Client, Row, SimpleQueryMessage, Statement};
 use super::fate::{self, LostAnswer, Transaction};
 use super::hosts::{Hosts, Server, ServerState};
 use super::link::{Link, OpenError};
+use super::positions::{self, Latest};
 use super::{ACQUIRE_TIMEOUT, unavailable};
 use crate::sql::budget::over_budget;
 
@@ -74,6 +75,8 @@ pub(super) struct Manager {
     pub(super) hosts: Arc<Hosts>,
     /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`).
     pub(super) budget: Duration,
+    /// The latest position a commit was seen at (C13: writes' tokens).
+    pub(super) latest: Arc<Latest>,
 }
 
 /// A connection, and what its last work may have left on it.
@@ -456,10 +459,23 @@ impl Lease {
         let grace = fate::grace(self.budget);
         let sent = Instant::now();
         let warned = connection.link.warnings();
-        let commit = connection.link.batch_execute("commit");
+        // A write's commit also reads the position it committed at (C13),
+        // in the same message; a read-only transaction's has none to give.
+        let sql = if transaction.is_some() {
+            positions::COMMIT_AT
+        } else {
+            "commit"
+        };
+        let commit = connection.link.simple_query(sql);
         let lost = match tokio::time::timeout_at(self.deadline + grace, commit).await {
-            Ok(Ok(())) => {
+            Ok(Ok(messages)) => {
                 connection.in_transaction = false;
+                if let (Some(position), Some(pool)) = (
+                    positions::from_messages(&messages),
+                    Object::pool(connection),
+                ) {
+                    pool.manager().latest.observe(position);
+                }
                 return match connection.link.warning_since(warned) {
                     Some(warning) => Err(fate::unconfirmed(warning)),
                     None => Ok(()),

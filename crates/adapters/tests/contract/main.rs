@@ -45,4 +45,5 @@ items_testkit::contract_tests!(repositories sqlite = SqliteFile::create().await)
 items_testkit::contract_tests!(
     consistent_reads in_memory_reads = items_domain::Unpositioned(in_memory())
 );
+items_testkit::contract_tests!(consistent_reads postgres_reads = ScratchStore::create().await);
 items_testkit::contract_tests!(upload_store disk = UploadDirectory::open());

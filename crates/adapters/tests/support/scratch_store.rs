@@ -133,3 +133,9 @@ impl RepositoryFixture for ScratchStore {
         self.store.repositories()
     }
 }
+
+impl items_testkit::ConsistentReadsFixture for ScratchStore {
+    fn reads(&self) -> std::sync::Arc<dyn items_domain::ConsistentReads> {
+        std::sync::Arc::new(self.store.clone())
+    }
+}
