@@ -26,6 +26,7 @@ mod pool;
 mod positions;
 mod products;
 mod scoped;
+mod standbys;
 mod transfer;
 mod url;
 mod users;
@@ -40,6 +41,7 @@ use items_domain::{DependencyDown, HealthCheck, Repositories, RepositoryError};
 use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
 use hosts::Hosts;
 use pool::Pool;
+use standbys::Standbys;
 
 use crate::sql::turns::ListingTurns;
 
@@ -53,6 +55,9 @@ pub use coalesce::{CoalescingStats, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEME
 pub use hosts::{FAILOVERS, FENCED_HOSTS, FENCED_REFUSALS, READ_ONLY_REFUSALS};
 pub use items::PostgresItemRepository;
 pub use products::PostgresProductRepository;
+pub use standbys::{
+    DEFAULT_READ_MAX_LAG, DEFAULT_READ_WAIT, READS, STANDBY_LAG, STANDBY_USABLE, StandbySettings,
+};
 pub use transfer::{BeginError, PostgresSink, PostgresSnapshot};
 pub use users::PostgresUserRepository;
 
@@ -126,6 +131,8 @@ pub struct PostgresStore {
     /// The turns of the full listings (C12), shared by every item
     /// repository made from this store.
     listings: ListingTurns,
+    /// The standbys that may serve reads (`DATABASE_READ_URL`, C13).
+    standbys: Option<Arc<Standbys>>,
 }
 
 impl PostgresStore {
@@ -207,7 +214,27 @@ impl PostgresStore {
             listings: ListingTurns::of(settings.pool_size),
             pool,
             migrations_applied,
+            standbys: None,
         })
+    }
+
+    /// The same store, with the standbys of `url` serving reads (C13):
+    /// each host of the URL a standby with a pool of its own (opened as
+    /// reads need it), tracked by tasks started here, which end when the
+    /// store is dropped. Every read of a request then goes to a standby
+    /// that meets its token, or the primary.
+    #[must_use]
+    pub fn with_standbys(mut self, url: &PostgresUrl, settings: StandbySettings) -> Self {
+        let budget = self.pool.manager().budget;
+        let options = format!("{QUIET} {}", budget::statement_timeout(budget));
+        self.standbys = Some(Standbys::start(
+            url,
+            settings,
+            &options,
+            budget,
+            self.pool.clone(),
+        ));
+        self
     }
 
     /// How many migrations opening this store applied: 0 when the schema
@@ -285,6 +312,9 @@ impl PostgresStore {
 
     /// Closes every connection (tests drop their database afterwards).
     pub async fn close(&self) {
+        if let Some(standbys) = &self.standbys {
+            standbys.close().await;
+        }
         pool::close(&self.pool).await;
     }
 }
@@ -356,6 +386,7 @@ struct NoPrimary {
 pub fn describe_metrics() {
     coalesce::describe_metrics();
     hosts::describe_metrics();
+    standbys::describe_metrics();
 }
 
 fn unavailable(error: impl std::error::Error + Send + Sync + 'static) -> RepositoryError {

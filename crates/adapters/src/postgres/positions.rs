@@ -22,10 +22,9 @@ use super::decode::column;
 /// `X/Y` text, and its timeline as hex. `pg_walfile_name` is refused
 /// during recovery, so a standby says the timeline its WAL receiver
 /// follows, else the one of its last restart point.
-macro_rules! position_sql {
+macro_rules! position_columns {
     () => {
-        "select \
-         case when pg_is_in_recovery() \
+        "case when pg_is_in_recovery() \
          then coalesce(pg_last_wal_replay_lsn(), '0/0') \
          else pg_current_wal_flush_lsn() end::text, \
          case when pg_is_in_recovery() \
@@ -34,12 +33,16 @@ macro_rules! position_sql {
          else substr(pg_walfile_name(pg_current_wal_flush_lsn()), 1, 8) end"
     };
 }
-pub(super) const POSITION: &str = position_sql!();
+pub(super) const POSITION: &str = concat!("select ", position_columns!());
+
+/// What the standbys' tracker asks each standby (`standbys/tracker.rs`):
+/// whether it is still one, then its position.
+pub(super) const STANDBY_STATE: &str = concat!("select pg_is_in_recovery(), ", position_columns!());
 
 /// A write transaction's `commit` and, in the same message (no round trip
 /// more), the primary's position once it committed: at or after the
 /// commit's record, and flushed (C13: a write's token).
-pub(super) const COMMIT_AT: &str = concat!("commit; ", position_sql!());
+pub(super) const COMMIT_AT: &str = concat!("commit; select ", position_columns!());
 
 /// A WAL position `X/Y` (two hex numbers, high and low 32 bits).
 pub(super) fn lsn(text: &str) -> Option<u64> {
@@ -76,6 +79,23 @@ pub(super) fn parse(wal: &str, timeline: &str) -> Result<Position, RepositoryErr
         RepositoryError::unavailable(format!("the server gave no timeline: {timeline:?}"))
     })?;
     Ok(Position::new(era, offset))
+}
+
+/// What a read found, and the server's position around it (C13).
+#[derive(Debug)]
+pub(super) struct Read<T> {
+    pub(super) value: T,
+    /// The server's position before the read, on the same connection,
+    /// asked on a standby only: the read's snapshot is at or after it, so
+    /// it says whether the read met a token.
+    pub(super) before: Option<Position>,
+    /// The server's position after the read: at or after what it read.
+    pub(super) after: Position,
+}
+
+/// The position in a row of [`POSITION`] asked before a read, if it was.
+pub(super) fn before(row: Option<&Row>) -> Result<Option<Position>, RepositoryError> {
+    row.map(|row| read(row, 0)).transpose()
 }
 
 /// Whether a server at `now` has the state `wanted` names: on the same

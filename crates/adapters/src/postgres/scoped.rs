@@ -5,6 +5,7 @@
 //! reports the latest position a commit was seen at, at or after its own.
 //! The report keeps the latest of them: the answer's token.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -15,7 +16,8 @@ use items_domain::{
     Replaced, RepositoryError,
 };
 
-use super::positions::{self, Latest};
+use super::positions::{self, Latest, Read};
+use super::standbys::{Standby, Standbys};
 use super::{PostgresItemRepository, PostgresProductRepository, PostgresStore};
 
 /// What one request asked and what its answers were served at.
@@ -26,6 +28,8 @@ struct Scope {
     report: Arc<ReadReport>,
     /// The store's latest commit position.
     latest: Arc<Latest>,
+    /// The standbys that may serve reads (`DATABASE_READ_URL`).
+    standbys: Option<Arc<Standbys>>,
 }
 
 /// A read served at a position that does not meet the request's token.
@@ -40,7 +44,8 @@ impl Scope {
     /// Records a read made at `now`; when `now` does not meet the
     /// request's token, marks the report unmet and fails: what was read is
     /// not answered.
-    fn read<T>(&self, (read, now): (T, Position)) -> Result<T, RepositoryError> {
+    fn read<T>(&self, read: Read<T>) -> Result<T, RepositoryError> {
+        let now = read.after;
         if let Some(at) = self.at
             && !positions::meets(now, at)
         {
@@ -48,7 +53,51 @@ impl Scope {
             return Err(RepositoryError::unavailable(Unmet { at, now }));
         }
         self.report.served(now);
-        Ok(read)
+        Ok(read.value)
+    }
+
+    /// A read on a standby the routing chose, if one fits, whose position
+    /// before the read (on its own connection) meets the token; else (none
+    /// fits, the standby has not replayed the token after all, or it
+    /// failed) on the primary (C13).
+    async fn route<'s, T, S, SF, P, PF>(
+        &'s self,
+        on_standby: S,
+        on_primary: P,
+    ) -> Result<T, RepositoryError>
+    where
+        S: FnOnce(&'s Standby) -> SF,
+        SF: Future<Output = Result<Read<T>, RepositoryError>>,
+        P: FnOnce() -> PF,
+        PF: Future<Output = Result<Read<T>, RepositoryError>>,
+    {
+        if let Some(standbys) = &self.standbys
+            && let Some(chosen) = standbys.choose(self.at).await
+            && let Some(standby) = standbys.standbys.get(chosen)
+        {
+            match on_standby(standby).await {
+                Ok(read)
+                    if self.at.is_none_or(|at| {
+                        read.before
+                            .is_some_and(|before| positions::meets(before, at))
+                    }) =>
+                {
+                    Standbys::count("standby");
+                    return self.read(read);
+                }
+                // Not replayed there after all: what was read is dropped.
+                Ok(_) => {}
+                Err(error) => tracing::debug!(
+                    standby = %standby.label,
+                    error = %crate::report::ErrorChain(&error),
+                    "a standby's read failed; the primary serves it"
+                ),
+            }
+        }
+        if self.standbys.is_some() {
+            Standbys::count("primary");
+        }
+        self.read(on_primary().await?)
     }
 
     /// Records a write that returned `result`: its token is the latest
@@ -73,19 +122,36 @@ struct ScopedItems {
 #[async_trait]
 impl ItemRepository for ScopedItems {
     async fn list(&self, query: &ItemQuery) -> Result<ItemPage, RepositoryError> {
-        self.scope.read(self.items.list_at(query).await?)
+        self.scope
+            .route(
+                |standby| standby.items.list_at(query),
+                || self.items.list_at(query),
+            )
+            .await
     }
 
     async fn list_all(&self) -> Result<ItemListing, RepositoryError> {
-        self.scope.read(self.items.list_all_at().await?)
+        self.scope
+            .route(
+                |standby| standby.items.list_all_at(),
+                || self.items.list_all_at(),
+            )
+            .await
     }
 
     async fn listing_head(&self) -> Result<ListingHead, RepositoryError> {
-        self.scope.read(self.items.listing_head_at().await?)
+        self.scope
+            .route(
+                |standby| standby.items.listing_head_at(),
+                || self.items.listing_head_at(),
+            )
+            .await
     }
 
     async fn get(&self, id: Id) -> Result<Option<Item>, RepositoryError> {
-        self.scope.read(self.items.get_at(id).await?)
+        self.scope
+            .route(|standby| standby.items.get_at(id), || self.items.get_at(id))
+            .await
     }
 
     async fn create(&self, name: Name) -> Result<Item, RepositoryError> {
@@ -125,7 +191,12 @@ struct ScopedProducts {
 #[async_trait]
 impl ProductRepository for ScopedProducts {
     async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
-        self.scope.read(self.products.list_at().await?)
+        self.scope
+            .route(
+                |standby| standby.products.list_at(),
+                || self.products.list_at(),
+            )
+            .await
     }
 
     async fn create(&self, name: Name, price: Price) -> Result<Product, RepositoryError> {
@@ -153,6 +224,7 @@ impl ConsistentReads for PostgresStore {
             at,
             report: Arc::clone(&report),
             latest: Arc::clone(&self.pool.manager().latest),
+            standbys: self.standbys.clone(),
         });
         let repositories = crate::sql::traced::repositories(
             "postgresql",
@@ -170,5 +242,98 @@ impl ConsistentReads for PostgresStore {
             repositories,
             report,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use items_domain::{ConsistentReads, Id, Name, Position};
+    use items_testkit::postgres::{ScratchDatabase, test_database_url};
+
+    use crate::postgres::{PostgresSettings, PostgresStore, PostgresUrl, StandbySettings};
+
+    async fn store() -> (PostgresStore, ScratchDatabase, PostgresUrl) {
+        let database = ScratchDatabase::create(&test_database_url())
+            .await
+            .expect("a scratch database");
+        let url = PostgresUrl::parse(&database.url()).expect("a valid URL");
+        let store =
+            PostgresStore::connect(&url, PostgresSettings::default(), Duration::from_secs(5))
+                .await
+                .expect("connects and migrates");
+        (store, database, url)
+    }
+
+    /// Waits until every standby of `store` was polled once.
+    async fn polled(store: &PostgresStore) {
+        let standbys = store.standbys.as_ref().expect("standbys");
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while standbys.samples.lock().timeline().is_none() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            standbys.polled.notified().await;
+        })
+        .await
+        .expect("the tracker polled");
+    }
+
+    #[tokio::test]
+    async fn a_read_url_naming_a_server_not_in_recovery_is_never_read_from_c13() {
+        let (store, database, url) = store().await;
+        // The primary itself named as a standby: it is not in recovery, so
+        // it is taken for a promoted standby and not used.
+        let store = store.with_standbys(&url, StandbySettings::default());
+        polled(&store).await;
+        let standbys = store.standbys.clone().expect("standbys");
+        assert!(
+            standbys
+                .standbys
+                .iter()
+                .all(|standby| !standby.seen.lock().usable),
+            "C13: a server not in recovery serves no reads"
+        );
+        let scope = store.scope(None);
+        let pen = scope
+            .repositories
+            .items
+            .create(Name::parse("pen").expect("a name"))
+            .await
+            .expect("created");
+        let written = scope.report.position().expect("C13: a write's token");
+        let read = store.scope(Some(written));
+        let found = read.repositories.items.get(pen.id).await.expect("read");
+        assert_eq!(found, Some(pen), "the primary serves it");
+        let served = read.report.position().expect("C13: a read's token");
+        assert!(served.era() == written.era() && served.offset() >= written.offset());
+        store.close().await;
+        database.drop().await;
+    }
+
+    #[tokio::test]
+    async fn a_read_whose_token_the_primary_never_reached_is_unmet_and_answers_nothing_c13() {
+        let (store, database, _) = store().await;
+        let scope = store.scope(None);
+        scope
+            .repositories
+            .items
+            .create(Name::parse("pen").expect("a name"))
+            .await
+            .expect("created");
+        let now = scope.report.position().expect("a write's token");
+        for wanted in [
+            Position::new(now.era(), now.offset() + 1_000_000),
+            Position::new(now.era() + 1, 0),
+            Position::new(now.era().saturating_sub(1), 0),
+        ] {
+            let read = store.scope(Some(wanted));
+            let answer = read.repositories.items.get(Id::new(1)).await;
+            assert!(answer.is_err(), "{wanted}: nothing read is answered");
+            assert!(read.report.is_unmet(), "{wanted}: C13: unmet");
+            assert_eq!(read.report.position(), None);
+        }
+        store.close().await;
+        database.drop().await;
     }
 }
