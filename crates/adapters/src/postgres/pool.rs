@@ -459,21 +459,31 @@ impl Lease {
         let grace = fate::grace(self.budget);
         let sent = Instant::now();
         let warned = connection.link.warnings();
-        // A write's commit also reads the position it committed at (C13),
-        // in the same message; a read-only transaction's has none to give.
-        let sql = if transaction.is_some() {
-            positions::COMMIT_AT
-        } else {
-            "commit"
+        // A write's commit is followed, pipelined (no round trip more), by
+        // the position it committed at (C13); a read-only transaction's has
+        // none to give. Two messages, not one: the commit's fate is its own
+        // answer's alone, whatever becomes of the question after it.
+        let link = &connection.link;
+        let positioned = transaction.is_some();
+        let commit = async move {
+            if !positioned {
+                return link.batch_execute("commit").await.map(|()| None);
+            }
+            let (committed, position) = futures_util::future::join(
+                link.batch_execute("commit"),
+                link.simple_query(positions::POSITION),
+            )
+            .await;
+            committed.map(|()| {
+                position
+                    .ok()
+                    .and_then(|messages| positions::from_messages(&messages))
+            })
         };
-        let commit = connection.link.simple_query(sql);
         let lost = match tokio::time::timeout_at(self.deadline + grace, commit).await {
-            Ok(Ok(messages)) => {
+            Ok(Ok(position)) => {
                 connection.in_transaction = false;
-                if let (Some(position), Some(pool)) = (
-                    positions::from_messages(&messages),
-                    Object::pool(connection),
-                ) {
+                if let (Some(position), Some(pool)) = (position, Object::pool(connection)) {
                     pool.manager().latest.observe(position);
                 }
                 return match connection.link.warning_since(warned) {

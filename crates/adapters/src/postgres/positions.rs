@@ -39,11 +39,6 @@ pub(super) const POSITION: &str = concat!("select ", position_columns!());
 /// whether it is still one, then its position.
 pub(super) const STANDBY_STATE: &str = concat!("select pg_is_in_recovery(), ", position_columns!());
 
-/// A write transaction's `commit` and, in the same message (no round trip
-/// more), the primary's position once it committed: at or after the
-/// commit's record, and flushed (C13: a write's token).
-pub(super) const COMMIT_AT: &str = concat!("commit; select ", position_columns!());
-
 /// A WAL position `X/Y` (two hex numbers, high and low 32 bits).
 pub(super) fn lsn(text: &str) -> Option<u64> {
     let (high, low) = text.split_once('/')?;
@@ -52,8 +47,8 @@ pub(super) fn lsn(text: &str) -> Option<u64> {
     Some((u64::from(high) << 32) | u64::from(low))
 }
 
-/// The position in the answer of a simple query ending with [`POSITION`]
-/// ([`COMMIT_AT`]); `None` when it holds no such row.
+/// The position in the answer of [`POSITION`] sent as a simple query
+/// (after a write's `commit`, `pool.rs`); `None` when it holds no row.
 pub(super) fn from_messages(messages: &[SimpleQueryMessage]) -> Option<Position> {
     let row = messages.iter().rev().find_map(|message| match message {
         SimpleQueryMessage::Row(row) => Some(row),
@@ -107,7 +102,7 @@ pub(super) fn meets(now: Position, wanted: Position) -> bool {
 
 /// The latest position the primary was seen at after a commit, shared by
 /// every connection of a store: what a write's token is read from. A
-/// commit's own flush position is read on its connection, pipelined with
+/// commit's own flush position is read on its connection, pipelined after
 /// the `commit` (`pool.rs`), and kept here when later; the token of a
 /// write is this value once the write returned, so at or after its commit.
 #[derive(Debug, Default)]
