@@ -34,7 +34,7 @@
 //! `cargo test -p items-app --test e2e failover -- --nocapture` to see the
 //! figures; `CRASH_SEED=<seed>` repeats a run's choices.
 
-mod cluster;
+pub(crate) mod cluster;
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};

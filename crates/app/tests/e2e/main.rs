@@ -33,6 +33,7 @@ mod migrate;
 mod operator;
 mod restore;
 mod sqlite;
+mod standby_reads;
 mod startup;
 mod statement_budget;
 mod traces;
