@@ -18,6 +18,7 @@ mod budget;
 mod coalesce;
 mod decode;
 mod fate;
+mod histories;
 mod hosts;
 mod items;
 mod keys;
@@ -39,6 +40,7 @@ use async_trait::async_trait;
 use items_domain::{DependencyDown, HealthCheck, Repositories, RepositoryError};
 
 use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
+use histories::Histories;
 use hosts::Hosts;
 use pool::Pool;
 use standbys::Standbys;
@@ -133,6 +135,8 @@ pub struct PostgresStore {
     listings: ListingTurns,
     /// The standbys that may serve reads (`DATABASE_READ_URL`, C13).
     standbys: Option<Arc<Standbys>>,
+    /// The primary's timeline histories (C13: older timelines' tokens).
+    histories: Arc<Histories>,
 }
 
 impl PostgresStore {
@@ -215,6 +219,7 @@ impl PostgresStore {
             pool,
             migrations_applied,
             standbys: None,
+            histories: Arc::default(),
         })
     }
 

@@ -6,10 +6,12 @@
 //! what the statement saw (and, after a commit, of the commit's record).
 //!
 //! A position of an older timeline is met only where the current history
-//! kept it: at or before the point where that timeline was left. Without
-//! the primary's history files (`.history`) that point is unknown here,
-//! and such a position is taken as unmet: a 409, never an answer from a
-//! state that may lack the write.
+//! kept it: at or before the point where that timeline was left, which the
+//! primary's history file of its timeline says (`.history`, read with
+//! `pg_read_file`). When that file cannot be read (the service's role is
+//! neither a superuser nor in `pg_read_server_files`) the point is
+//! unknown, and such a position is taken as unmet: a 409, never an answer
+//! from a state that may lack the write.
 
 use items_domain::{Position, RepositoryError};
 use parking_lot::Mutex;
@@ -94,8 +96,8 @@ pub(super) fn before(row: Option<&Row>) -> Result<Option<Position>, RepositoryEr
 }
 
 /// Whether a server at `now` has the state `wanted` names: on the same
-/// timeline, at or past it. (An older timeline's position would need the
-/// server's history: see the module's documentation.)
+/// timeline, at or past it. (An older timeline's position needs the
+/// server's history: `histories.rs`.)
 pub(super) fn meets(now: Position, wanted: Position) -> bool {
     now.era() == wanted.era() && now.offset() >= wanted.offset()
 }

@@ -16,6 +16,8 @@ use items_domain::{
     Replaced, RepositoryError,
 };
 
+use super::histories::Histories;
+use super::pool::Pool;
 use super::positions::{self, Latest, Read};
 use super::standbys::{Standby, Standbys};
 use super::{PostgresItemRepository, PostgresProductRepository, PostgresStore};
@@ -28,6 +30,9 @@ struct Scope {
     report: Arc<ReadReport>,
     /// The store's latest commit position.
     latest: Arc<Latest>,
+    /// The primary's timeline histories, and its pool to read them with.
+    histories: Arc<Histories>,
+    primary: Pool,
     /// The standbys that may serve reads (`DATABASE_READ_URL`).
     standbys: Option<Arc<Standbys>>,
 }
@@ -44,10 +49,10 @@ impl Scope {
     /// Records a read made at `now`; when `now` does not meet the
     /// request's token, marks the report unmet and fails: what was read is
     /// not answered.
-    fn read<T>(&self, read: Read<T>) -> Result<T, RepositoryError> {
+    async fn read<T>(&self, read: Read<T>) -> Result<T, RepositoryError> {
         let now = read.after;
         if let Some(at) = self.at
-            && !positions::meets(now, at)
+            && !self.histories.meets(&self.primary, now, at).await
         {
             self.report.unmet();
             return Err(RepositoryError::unavailable(Unmet { at, now }));
@@ -83,7 +88,7 @@ impl Scope {
                     }) =>
                 {
                     Standbys::count("standby");
-                    return self.read(read);
+                    return self.read(read).await;
                 }
                 // Not replayed there after all: what was read is dropped.
                 Ok(_) => {}
@@ -97,7 +102,7 @@ impl Scope {
         if self.standbys.is_some() {
             Standbys::count("primary");
         }
-        self.read(on_primary().await?)
+        self.read(on_primary().await?).await
     }
 
     /// Records a write that returned `result`: its token is the latest
@@ -224,6 +229,8 @@ impl ConsistentReads for PostgresStore {
             at,
             report: Arc::clone(&report),
             latest: Arc::clone(&self.pool.manager().latest),
+            histories: Arc::clone(&self.histories),
+            primary: self.pool.clone(),
             standbys: self.standbys.clone(),
         });
         let repositories = crate::sql::traced::repositories(

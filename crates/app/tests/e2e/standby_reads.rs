@@ -12,6 +12,11 @@
 //!   over `DATABASE_READ_MAX_LAG_MS`, and reads of a fresh write find it);
 //! - with the prompt standby stopped, reads go on, none stale.
 //!
+//! And across a failover (a primary and one standby, the primary killed,
+//! the standby promoted): a token of the old timeline at or before where
+//! the new one left it is met (the primary's `.history` file), one past it
+//! (a write the failover lost) is a 409 `consistency-unmet`.
+//!
 //! `STANDBY_PROBES` sets how many writes are read back (2,000 by default;
 //! the test takes about 30 s on a loaded 2-core machine). With the prompt
 //! standby down each read with a token waits `DATABASE_READ_WAIT_MS` for
@@ -180,4 +185,88 @@ async fn reads_with_a_token_never_see_an_older_state_and_mostly_go_to_standbys_c
         "C13: /readyz unaffected"
     );
     eprintln!("the whole test took {:?}", started.elapsed());
+}
+
+/// GETs `path` on `service` with `token` until it is answered other than
+/// 503 (the service finding the promoted primary), for at most 30 s.
+async fn read_with(service: &Service, path: &str, token: &str) -> Response {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = service
+            .client
+            .request(Method::GET, path)
+            .header("consistency-token", token)
+            .send()
+            .await
+            .unwrap();
+        if response.status() != 503 || Instant::now() > deadline {
+            return response;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_token_from_before_a_failover_is_met_after_it_and_one_the_failover_lost_is_a_409_c13() {
+    let mut pair = Pair::start(Replication::Asynchronous).await;
+    let service = Service::start(&[
+        ("DATABASE_URL", &pair.database_url()),
+        ("RATE_LIMIT_MAX", "0"),
+    ])
+    .await;
+    let created = service
+        .client
+        .post_json("/items", &json!({ "name": "kept" }))
+        .await;
+    assert_eq!(created.status(), 201);
+    let before = items_domain::Position::parse(&token(&created)).expect("a position");
+    // The standby has it before the primary goes: the failover keeps it.
+    let standby = pair.nodes[1].connect().await;
+    let wanted = format!(
+        "{:X}/{:X}",
+        before.offset() >> 32,
+        before.offset() & 0xFFFF_FFFF
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let replayed: bool = standby
+            .query_one(
+                "select pg_last_wal_replay_lsn() >= $1::text::pg_lsn",
+                &[&wanted],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if replayed {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the standby replays the write");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(standby);
+    pair.kill_primary();
+    pair.promote_standby().await;
+
+    let read = read_with(&service, "/items/1", &before.to_string()).await;
+    assert_eq!(
+        read.status(),
+        200,
+        "C13: a token of the old timeline the new one kept is met"
+    );
+    let after = items_domain::Position::parse(&token(&read)).expect("a position");
+    assert!(
+        after.era() > before.era(),
+        "served on the new timeline: {after}"
+    );
+    assert_eq!(read.json::<Value>().await.unwrap()["name"], "kept");
+
+    // A position of the old timeline past where the new one left it: a
+    // write the failover lost.
+    let lost = items_domain::Position::new(before.era(), before.offset() + (1 << 32));
+    let read = read_with(&service, "/items/1", &lost.to_string()).await;
+    assert_eq!(read.status(), 409, "C13: a token no server can meet");
+    assert_eq!(
+        read.json::<Value>().await.unwrap()["type"],
+        "consistency-unmet"
+    );
 }
