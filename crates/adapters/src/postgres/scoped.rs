@@ -343,4 +343,95 @@ mod tests {
         store.close().await;
         database.drop().await;
     }
+
+    /// The routing's last step, with the reads themselves made up: what
+    /// the standby's connection said before its read decides.
+    mod routing {
+        use std::sync::Arc;
+        use std::time::Duration;
+
+        use items_domain::{Position, RepositoryError};
+
+        use super::super::Scope;
+        use crate::postgres::PostgresUrl;
+        use crate::postgres::positions::Read;
+        use crate::postgres::standbys::{Seen, StandbySettings, Standbys};
+
+        const TOKEN: Position = Position::new(1, 100);
+
+        /// A scope at `TOKEN` over one standby the tracker saw past it.
+        fn scope() -> Scope {
+            let url = PostgresUrl::parse("postgres://u@nowhere:5432/db").expect("a URL");
+            let settings = StandbySettings {
+                wait: Duration::ZERO,
+                ..StandbySettings::default()
+            };
+            let standbys = Standbys::new(&url, settings, "", Duration::from_secs(1));
+            *standbys.standbys[0].seen.lock() = Seen {
+                replayed: Some(Position::new(1, 200)),
+                lag: Some(Duration::ZERO),
+                usable: true,
+            };
+            Scope {
+                at: Some(TOKEN),
+                report: Arc::default(),
+                latest: Arc::default(),
+                histories: Arc::default(),
+                // Never used: no token of an older timeline here.
+                primary: standbys.standbys[0].pool.clone(),
+                standbys: Some(standbys),
+            }
+        }
+
+        fn read(value: &'static str, before: Option<u64>, after: u64) -> Read<&'static str> {
+            Read {
+                value,
+                before: before.map(|offset| Position::new(1, offset)),
+                after: Position::new(1, after),
+            }
+        }
+
+        async fn served(
+            scope: &Scope,
+            on_standby: Result<Read<&'static str>, RepositoryError>,
+        ) -> &'static str {
+            scope
+                .route(
+                    |_| async { on_standby },
+                    || async { Ok(read("primary", None, 150)) },
+                )
+                .await
+                .expect("served")
+        }
+
+        #[tokio::test]
+        async fn a_standby_read_whose_position_before_misses_the_token_goes_to_the_primary_c13() {
+            let scope = scope();
+            // Replayed past the token after the read began: its snapshot
+            // may be older than the token, whatever it says after.
+            let answer = served(&scope, Ok(read("standby", Some(99), 300))).await;
+            assert_eq!(answer, "primary");
+            assert_eq!(scope.report.position(), Some(Position::new(1, 150)));
+        }
+
+        #[tokio::test]
+        async fn a_standby_read_whose_position_before_meets_the_token_is_answered_c13() {
+            let scope = scope();
+            let answer = served(&scope, Ok(read("standby", Some(100), 300))).await;
+            assert_eq!(answer, "standby");
+            assert_eq!(
+                scope.report.position(),
+                Some(Position::new(1, 300)),
+                "the token returned is the position after the read"
+            );
+        }
+
+        #[tokio::test]
+        async fn a_standby_read_that_fails_goes_to_the_primary_c13() {
+            let scope = scope();
+            let failed = Err(RepositoryError::unavailable("the standby went away"));
+            assert_eq!(served(&scope, failed).await, "primary");
+            assert!(!scope.report.is_unmet());
+        }
+    }
 }

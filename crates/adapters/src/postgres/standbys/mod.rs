@@ -33,6 +33,8 @@ use super::{PostgresItemRepository, PostgresProductRepository, hosts::Hosts};
 use crate::sql::turns::ListingTurns;
 
 pub(super) use tracker::Samples;
+#[cfg(test)]
+pub(super) use tracker::Seen;
 
 /// Reads counted by who served them: `role="primary"` or `"standby"`.
 pub const READS: &str = "database_reads_total";
@@ -123,7 +125,7 @@ impl Standbys {
     }
 
     /// The pools, without the tracker.
-    fn new(
+    pub(super) fn new(
         url: &PostgresUrl,
         settings: StandbySettings,
         options: &str,
