@@ -392,9 +392,25 @@ impl Lease {
     /// learned if its commit's answer is lost (`fate.rs`).
     pub(super) async fn begin_write(&mut self) -> Result<(), RepositoryError> {
         self.opening()?;
-        let messages = self
-            .run(|client| client.simple_query(fate::BEGIN_WRITE))
+        // The statement the commit's position is read with (C13) is
+        // prepared once per connection, in the round trip of its first
+        // `begin`: a prepared statement is not planned again at each commit.
+        let flushed = self.prepared_already(positions::FLUSHED);
+        let (messages, flushed) = self
+            .run(|client| async move {
+                let flushed = async {
+                    match flushed {
+                        Some(statement) => Ok(statement),
+                        None => client.prepare(positions::FLUSHED).await,
+                    }
+                };
+                futures_util::future::try_join(client.simple_query(fate::BEGIN_WRITE), flushed)
+                    .await
+            })
             .await?;
+        if let Some(connection) = self.connection.as_mut() {
+            connection.statements.insert(positions::FLUSHED, flushed);
+        }
         let server = self
             .connection
             .as_ref()
@@ -464,21 +480,19 @@ impl Lease {
         // none to give. Two messages, not one: the commit's fate is its own
         // answer's alone, whatever becomes of the question after it.
         let link = &connection.link;
-        let positioned = transaction.is_some();
+        let flushed = transaction
+            .as_ref()
+            .and_then(|_| connection.statements.get(positions::FLUSHED));
         let commit = async move {
-            if !positioned {
+            let Some(flushed) = flushed else {
                 return link.batch_execute("commit").await.map(|()| None);
-            }
+            };
             let (committed, position) = futures_util::future::join(
                 link.batch_execute("commit"),
-                link.simple_query(positions::POSITION),
+                link.query_one(flushed, &[]),
             )
             .await;
-            committed.map(|()| {
-                position
-                    .ok()
-                    .and_then(|messages| positions::from_messages(&messages))
-            })
+            committed.map(|()| position.ok().and_then(|row| positions::read(&row, 0).ok()))
         };
         let lost = match tokio::time::timeout_at(self.deadline + grace, commit).await {
             Ok(Ok(position)) => {

@@ -15,7 +15,7 @@
 
 use items_domain::{Position, RepositoryError};
 use parking_lot::Mutex;
-use tokio_postgres::{Row, SimpleQueryMessage};
+use tokio_postgres::Row;
 
 use super::decode::column;
 
@@ -37,6 +37,12 @@ macro_rules! position_columns {
 }
 pub(super) const POSITION: &str = concat!("select ", position_columns!());
 
+/// A primary's flushed position, read after a write's commit (`pool.rs`):
+/// the commit succeeded, so the server is a primary, and the statement is
+/// simpler than [`POSITION`] (no view of the WAL receiver to plan).
+pub(super) const FLUSHED: &str = "select pg_current_wal_flush_lsn()::text, \
+     substr(pg_walfile_name(pg_current_wal_flush_lsn()), 1, 8)";
+
 /// What the standbys' tracker asks each standby (`standbys/tracker.rs`):
 /// whether it is still one, then its position.
 pub(super) const STANDBY_STATE: &str = concat!("select pg_is_in_recovery(), ", position_columns!());
@@ -47,16 +53,6 @@ pub(super) fn lsn(text: &str) -> Option<u64> {
     let high = u32::from_str_radix(high, 16).ok()?;
     let low = u32::from_str_radix(low, 16).ok()?;
     Some((u64::from(high) << 32) | u64::from(low))
-}
-
-/// The position in the answer of [`POSITION`] sent as a simple query
-/// (after a write's `commit`, `pool.rs`); `None` when it holds no row.
-pub(super) fn from_messages(messages: &[SimpleQueryMessage]) -> Option<Position> {
-    let row = messages.iter().rev().find_map(|message| match message {
-        SimpleQueryMessage::Row(row) => Some(row),
-        _ => None,
-    })?;
-    parse(row.get(0)?, row.get(1)?).ok()
 }
 
 /// The position in a row of [`POSITION`] (or any row whose columns `at`
@@ -105,7 +101,7 @@ pub(super) fn meets(now: Position, wanted: Position) -> bool {
 /// The latest position the primary was seen at after a commit, shared by
 /// every connection of a store: what a write's token is read from. A
 /// commit's own flush position is read on its connection, pipelined after
-/// the `commit` (`pool.rs`), and kept here when later; the token of a
+/// the `commit` with [`FLUSHED`] (`pool.rs`), and kept here when later; the token of a
 /// write is this value once the write returned, so at or after its commit.
 #[derive(Debug, Default)]
 pub(super) struct Latest(Mutex<Option<Position>>);
