@@ -83,11 +83,14 @@ impl Application {
             .map(open_redis)
             .transpose()?;
         let store = Store::open(&config.store, DATABASE_PATIENCE).await?;
-        let services = Services::new(
+        let mut services = Services::new(
             store.repositories(),
             Arc::new(uploads.clone()),
             rate_limiter(redis.clone()),
         );
+        if let Some(reads) = store.consistent_reads() {
+            services = services.with_reads(reads);
+        }
         let checks: Vec<Arc<dyn HealthCheck>> = store.health_check().into_iter().collect();
         // Without Redis the limiter falls back to local budgets (C9): the
         // instance stays ready, reported as degraded.

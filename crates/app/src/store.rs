@@ -12,7 +12,7 @@ use items_adapters::http::admin::Detail;
 use items_adapters::memory;
 use items_adapters::postgres::{ConnectError, PostgresSettings, PostgresStore, PostgresUrl};
 use items_adapters::sqlite::{SqliteSettings, SqliteStore};
-use items_domain::{HealthCheck, Repositories};
+use items_domain::{ConsistentReads, HealthCheck, Repositories};
 
 use crate::config::{DatabaseUrl, StoreConfig};
 use crate::start_error::StartError;
@@ -38,11 +38,23 @@ impl Store {
     /// Opens the store `config` names, its schema migrated, waiting up to
     /// `patience` for a PostgreSQL server ([`DATABASE_PATIENCE`] at start).
     pub(crate) async fn open(config: &StoreConfig, patience: Duration) -> Result<Self, StartError> {
+        let standbys = config.database_read_url.as_deref();
+        if standbys.is_some() && !matches!(config.database(), Some(DatabaseUrl::Postgres(_))) {
+            return Err(StartError::Setting(
+                "DATABASE_READ_URL (--database-read-url) names PostgreSQL standbys: it needs a \
+                 PostgreSQL DATABASE_URL (C13)"
+                    .to_owned(),
+            ));
+        }
         match config.database() {
             None => Ok(Self::Memory),
-            Some(DatabaseUrl::Postgres(url)) => connect(url, config.into(), patience)
-                .await
-                .map(Self::Postgres),
+            Some(DatabaseUrl::Postgres(url)) => {
+                let store = connect(url, config.into(), patience).await?;
+                Ok(Self::Postgres(match standbys {
+                    Some(standbys) => store.with_standbys(standbys, config.standby_settings()),
+                    None => store,
+                }))
+            }
             Some(DatabaseUrl::Sqlite(path)) => {
                 open_sqlite(path, config.into()).await.map(Self::Sqlite)
             }
@@ -65,6 +77,15 @@ impl Store {
             Self::Memory => memory::repositories(),
             Self::Postgres(store) => store.repositories(),
             Self::Sqlite(store) => store.repositories(),
+        }
+    }
+
+    /// Its reads at or after a `Consistency-Token` (C13), for a store that
+    /// gives positions: PostgreSQL. The others check a token and ignore it.
+    pub(crate) fn consistent_reads(&self) -> Option<Arc<dyn ConsistentReads>> {
+        match self {
+            Self::Postgres(store) => Some(Arc::new(store.clone())),
+            Self::Memory | Self::Sqlite(_) => None,
         }
     }
 
@@ -164,4 +185,41 @@ async fn connect(
             | ConnectError::Refused(_)
             | ConnectError::Migrate(_)) => StartError::Database(error),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::config::Config;
+
+    fn store_config(args: &[&str]) -> StoreConfig {
+        Config::try_parse_from(std::iter::once("items-service").chain(args.iter().copied()))
+            .expect("the settings parse")
+            .store
+    }
+
+    #[tokio::test]
+    async fn standbys_without_a_postgres_primary_stop_the_start_with_exit_2_c1_c13() {
+        for database in [None, Some("sqlite://never-opened.db")] {
+            let mut args = vec!["--database-read-url", "postgres://u@standby/db"];
+            if let Some(database) = database {
+                args.extend(["--database-url", database]);
+            }
+            let refused = Store::open(&store_config(&args), Duration::ZERO)
+                .await
+                .err()
+                .unwrap_or_else(|| panic!("{database:?}: refused"));
+            assert_eq!(refused.exit_code(), 2, "{database:?}");
+            assert!(
+                refused.to_string().contains("DATABASE_READ_URL"),
+                "{database:?}: {refused}"
+            );
+        }
+        assert!(
+            !std::path::Path::new("never-opened.db").exists(),
+            "refused before any store is opened"
+        );
+    }
 }

@@ -14,6 +14,7 @@
 //!   for any adapter.
 
 pub mod changes;
+pub mod consistency;
 pub mod defaults;
 pub mod entities;
 pub mod idempotency;
@@ -26,6 +27,9 @@ pub mod use_cases;
 pub mod values;
 
 pub use changes::{Change, ChangeFeed, ChangeStream, Cursor, FeedError, ItemChange, Subscription};
+pub use consistency::{
+    ConsistentReads, MalformedPosition, Position, ReadReport, ReadScope, Unpositioned,
+};
 pub use entities::{
     Item, ItemBatch, ItemListing, ItemPage, ItemQuery, ListingHead, Product, User, seeded_users,
 };

@@ -50,6 +50,7 @@
 
 mod answer;
 pub mod changes;
+pub mod consistency;
 pub mod files;
 pub mod repositories;
 pub mod uploads;
@@ -64,6 +65,7 @@ pub mod tcp_proxy;
 use std::future::Future;
 
 pub use changes::ChangeFeedFixture;
+pub use consistency::ConsistentReadsFixture;
 #[cfg(feature = "log")]
 pub use log::init_test_log;
 pub use repositories::{ItemRepositoryFixture, Repositories, RepositoryFixture};
@@ -132,6 +134,14 @@ macro_rules! contract_tests {
                 |fixture| $crate::ItemRepositoryFixture::items(&fixture));
         }
     };
+    (consistent_reads $module:ident = $setup:expr) => {
+        mod $module {
+            #[allow(unused_imports)] // `setup` may name nothing of the caller's
+            use super::*;
+            $crate::__checks!(consistent_reads, tests $setup, consistent_reads,
+                |fixture| &$crate::ConsistentReadsFixture::reads(&fixture));
+        }
+    };
     (upload_store $module:ident = $setup:expr) => {
         mod $module {
             #[allow(unused_imports)] // `setup` may name nothing of the caller's
@@ -196,6 +206,12 @@ macro_rules! __checks {
             users_are_the_two_seeded_users_c4,
         ] $($then)* }
     };
+    (consistent_reads, $($then:tt)*) => {
+        $crate::__checks! { @apply [
+            a_read_at_a_writes_position_sees_the_write_c13,
+            positions_served_never_go_back_c13,
+        ] $($then)* }
+    };
     (upload_store, $($then:tt)*) => {
         $crate::__checks! { @apply [
             a_committed_upload_holds_exactly_the_written_bytes_under_its_name_c4_c5,
@@ -248,6 +264,7 @@ pub mod __private {
 
     use crate::Fixture;
     pub use crate::changes;
+    pub use crate::consistency as consistent_reads;
     pub use crate::repositories::{items, products, stores, users};
     pub use crate::uploads as upload_store;
 
@@ -382,6 +399,16 @@ mod tests {
         assert_eq!(
             listed, public,
             "`__checks!(changes)` must list exactly the public checks of changes.rs"
+        );
+    }
+
+    #[test]
+    fn contract_tests_runs_every_public_consistent_reads_check() {
+        let listed = BTreeSet::from(crate::__checks!(consistent_reads, names));
+        let public = public_checks(include_str!("consistency.rs"));
+        assert_eq!(
+            listed, public,
+            "`__checks!(consistent_reads)` must list exactly the public checks of consistency.rs"
         );
     }
 

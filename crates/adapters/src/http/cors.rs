@@ -43,9 +43,11 @@ const ALLOW_METHODS: &str = "GET, HEAD, POST, PUT, DELETE, OPTIONS";
 /// choice), in seconds.
 const MAX_AGE: &str = "86400";
 /// The response headers a browser script may read (C8), and
-/// `Idempotent-Replayed` (C7), so a browser client can tell a replay.
+/// `Idempotent-Replayed` (C7), so a browser client can tell a replay, and
+/// `Consistency-Token` (C13), so it can send it back.
 const EXPOSED: &str = "etag, location, link, x-total-count, retry-after, ratelimit-policy, \
-                       ratelimit-limit, ratelimit-remaining, ratelimit-reset, idempotent-replayed";
+                       ratelimit-limit, ratelimit-remaining, ratelimit-reset, idempotent-replayed, \
+                       consistency-token";
 /// The request headers a preflight's answer depends on, for caches
 /// (<https://fetch.spec.whatwg.org/#cors-protocol-and-http-caches>).
 static PREFLIGHT_VARY: HeaderValue = HeaderValue::from_static(

@@ -10,8 +10,10 @@
 //! 4. otherwise the client's budget is spent: a `429` is answered without
 //!    routing, an admitted request gets the `RateLimit-*` headers (C9) —
 //!    [`rate_limit`];
-//! 5. the routes answer; a `200` to a `GET`/`HEAD` gets its `ETag`, or
-//!    becomes a `304` (C7) — [`conditional`];
+//! 5. the routes answer, an item or product answer of a store that gives
+//!    positions with its `Consistency-Token` (C13) — [`consistency`]; a
+//!    `200` to a `GET`/`HEAD` gets its `ETag`, or becomes a `304` (C7) —
+//!    [`conditional`];
 //! 6. every answer but a preflight's gets the CORS headers, a `429`
 //!    included (C8) — [`cors`];
 //! 7. every response is marked `nosniff` (C4) and logged in one line, also
@@ -36,6 +38,7 @@
 //! [`cors`]: super::cors
 //! [`rate_limit`]: super::rate_limit
 //! [`conditional`]: super::conditional
+//! [`consistency`]: super::consistency
 //! [`request_trace`]: super::request_trace
 
 use std::future::{Ready, ready};
@@ -53,6 +56,7 @@ use tracing::Instrument;
 
 use super::conditional::{self, Tagged};
 use super::connection::{self, Draining};
+use super::consistency;
 use super::cors;
 use super::metrics::RequestMetrics;
 use super::rate_limit::{Admission, Limiter};
@@ -284,7 +288,7 @@ where
     let conditional = conditional::is_conditional(&request);
     // No clone of the request may be held across `routes.call`: routing
     // needs the only reference to write the path's match info.
-    let mut response = routes.call(request).await?;
+    let mut response = consistency::stamp(routes.call(request).await?);
     admission.mark(response.headers_mut());
     if conditional {
         response = match conditional::tag(response) {

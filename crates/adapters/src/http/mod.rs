@@ -13,6 +13,7 @@ mod body;
 mod compress;
 mod conditional;
 mod connection;
+mod consistency;
 mod cors;
 mod edge;
 mod fields;
@@ -39,8 +40,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use items_domain::{
-    ChangeService, ItemService, ProductService, RateLimiter, Repositories, UploadService,
-    UploadStore, UserService,
+    ChangeService, ConsistentReads, ItemService, ProductService, RateLimiter, Repositories,
+    UploadService, UploadStore, UserService,
 };
 
 pub use admin::{AdminServer, Readiness, RenderMetrics};
@@ -58,7 +59,7 @@ pub use spool::SpoolSettings;
 pub use uploads::UploadLimits;
 
 /// The use cases the HTTP adapter drives.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Services {
     pub items: ItemService,
     /// The change feed of the items (C14); `None` for a store without one.
@@ -68,6 +69,9 @@ pub struct Services {
     pub uploads: UploadService,
     /// Rate-limit budgets (C9); used when `HttpSettings::rate_limit` sets a maximum.
     pub rate_limits: RateLimiter,
+    /// The store's reads at or after a `Consistency-Token`, for a store
+    /// that gives positions (C13); `None`: tokens are checked and ignored.
+    pub reads: Option<Arc<dyn ConsistentReads>>,
 }
 
 impl Services {
@@ -92,7 +96,25 @@ impl Services {
             users: UserService::new(users),
             uploads: UploadService::new(uploads),
             rate_limits,
+            reads: None,
         }
+    }
+
+    /// The same use cases, each item and product request scoped by `reads`
+    /// to its `Consistency-Token`, and answered with the position it was
+    /// served at (C13).
+    #[must_use]
+    pub fn with_reads(mut self, reads: Arc<dyn ConsistentReads>) -> Self {
+        self.reads = Some(reads);
+        self
+    }
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services")
+            .field("reads", &self.reads.is_some())
+            .finish_non_exhaustive()
     }
 }
 

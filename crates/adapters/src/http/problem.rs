@@ -85,6 +85,10 @@ pub enum ApiError {
     /// 406 problem: the representation asked for cannot be served (the
     /// change feed of a store that keeps none, C14).
     NotAcceptable { detail: &'static str },
+    /// 409 problem of type `consistency-unmet`: no copy of the store can
+    /// answer at or after the request's `Consistency-Token` (its write was
+    /// lost by a failover, C13).
+    ConsistencyUnmet,
     /// 412 problem: `If-Match` did not match the current item (C7).
     PreconditionFailed,
     /// 413 problem: the body or a file is larger than allowed (C3, C5).
@@ -151,6 +155,9 @@ impl ApiError {
                 "This Idempotency-Key was used with another request body; nothing was created."
                     .to_owned()
             }
+            Self::ConsistencyUnmet => "No copy of the store has the state this \
+                 Consistency-Token names (its write was lost); read again without it."
+                .to_owned(),
             Self::PreconditionFailed => {
                 "If-Match does not match the current representation; nothing was changed."
                     .to_owned()
@@ -205,15 +212,20 @@ impl From<RepositoryError> for ApiError {
     }
 }
 
-/// The problem type of a 504 whose write may have been applied (C12); every
-/// other problem is `about:blank`.
+/// The problem type of a 504 whose write may have been applied (C12);
+/// every other problem but [`CONSISTENCY_UNMET`] is `about:blank`.
 pub const OUTCOME_UNKNOWN: &str = "outcome-unknown";
+
+/// The problem type of a 409 whose `Consistency-Token` no copy of the
+/// store can meet (C13).
+pub const CONSISTENCY_UNMET: &str = "consistency-unmet";
 
 /// An RFC 9457 problem document: every error the spec does not define (C6).
 #[derive(Serialize, ToSchema)]
 pub(crate) struct Problem<'a> {
-    /// `about:blank`, or `outcome-unknown` on a 504 whose write may have
-    /// been applied (C12).
+    /// `about:blank`, `outcome-unknown` on a 504 whose write may have
+    /// been applied (C12), or `consistency-unmet` on a 409 whose
+    /// `Consistency-Token` no copy of the store can meet (C13).
     #[serde(rename = "type")]
     kind: &'static str,
     title: &'static str,
@@ -282,7 +294,7 @@ impl ResponseError for ApiError {
             Self::ItemNotFound | Self::RouteNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            Self::KeyInFlight => StatusCode::CONFLICT,
+            Self::KeyInFlight | Self::ConsistencyUnmet => StatusCode::CONFLICT,
             Self::NotAcceptable { .. } => StatusCode::NOT_ACCEPTABLE,
             Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             Self::KeyReused => StatusCode::UNPROCESSABLE_ENTITY,
@@ -326,6 +338,9 @@ impl ResponseError for ApiError {
             Self::OutcomeUnknown(cause) => {
                 tracing::error!(error = %ErrorChain(cause), "write outcome unknown");
                 typed_problem_response(OUTCOME_UNKNOWN, status, self.detail(), &[])
+            }
+            Self::ConsistencyUnmet => {
+                typed_problem_response(CONSISTENCY_UNMET, status, self.detail(), &[])
             }
             Self::InsufficientStorage(cause) => {
                 tracing::warn!(error = %ErrorChain(cause.as_ref()), "uploads storage full");

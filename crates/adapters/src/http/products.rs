@@ -1,13 +1,14 @@
 //! `/products` and `/products/{id}` (spec §4 "Users and products", C3, C4, C7).
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpRequest, HttpResponse, web};
-use items_domain::{Product, ProductService};
+use actix_web::{HttpRequest, HttpResponse};
+use items_domain::Product;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::body::JsonObject;
+use super::consistency::ProductsAt;
 use super::fields;
 use super::idempotency;
 use super::problem::{ApiError, Problem};
@@ -73,7 +74,7 @@ impl<'a> From<&'a Product> for ProductDto<'a> {
         (status = 200, description = "Every product, ordered by id", body = [ProductDto])
     )
 )]
-pub(crate) async fn list(service: web::Data<ProductService>) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn list(service: ProductsAt) -> Result<HttpResponse, ApiError> {
     let products = service.list().await?;
     respond::json(
         StatusCode::OK,
@@ -104,7 +105,7 @@ pub(crate) async fn list(service: web::Data<ProductService>) -> Result<HttpRespo
     )
 )]
 pub(crate) async fn create(
-    service: web::Data<ProductService>,
+    service: ProductsAt,
     request: HttpRequest,
     JsonObject(body): JsonObject<ProductBody>,
 ) -> Result<HttpResponse, ApiError> {

@@ -12,6 +12,7 @@ use actix_web::{App, web};
 use parking_lot::Mutex;
 
 use super::body::BodyLimits;
+use super::consistency;
 use super::edge::{Edge, EdgeLayer};
 use super::front_door::FrontDoor;
 use super::items::changes::ChangeStreams;
@@ -100,6 +101,7 @@ impl HttpServer {
         let items = web::Data::new(services.items);
         let products = web::Data::new(services.products);
         let users = web::Data::new(services.users);
+        let reads = web::Data::new(consistency::Reads(services.reads));
         let uploads = web::Data::new(Uploads::new(services.uploads, settings.upload_limits));
         let body_limits = settings.body_limits;
         let spooling = web::Data::new(settings.spool);
@@ -134,6 +136,7 @@ impl HttpServer {
                 .app_data(changes.clone())
                 .app_data(products.clone())
                 .app_data(users.clone())
+                .app_data(reads.clone())
                 .app_data(uploads.clone())
                 .app_data(spooling.clone())
                 .app_data(body_limits)

@@ -21,12 +21,16 @@ mod changes;
 mod coalesce;
 mod decode;
 mod fate;
+mod histories;
 mod hosts;
 mod items;
 mod keys;
 mod link;
 mod pool;
+mod positions;
 mod products;
+mod scoped;
+mod standbys;
 mod transfer;
 mod url;
 mod users;
@@ -40,8 +44,10 @@ use items_domain::{ChangeFeed, DependencyDown, HealthCheck, Repositories, Reposi
 
 use changes::{PostgresChanges, PrunerTask};
 use coalesce::{Coalescer, ItemCreates, ItemReads, ProductCreates};
+use histories::Histories;
 use hosts::Hosts;
 use pool::Pool;
+use standbys::Standbys;
 
 use crate::changes::cursor::CursorFormat;
 use crate::changes::durable::DurableFeed;
@@ -57,6 +63,9 @@ pub use coalesce::{CoalescingStats, REQUESTS_PER_STATEMENT, REQUESTS_PER_STATEME
 pub use hosts::{FAILOVERS, FENCED_HOSTS, FENCED_REFUSALS, READ_ONLY_REFUSALS};
 pub use items::PostgresItemRepository;
 pub use products::PostgresProductRepository;
+pub use standbys::{
+    DEFAULT_READ_MAX_LAG, DEFAULT_READ_WAIT, READS, STANDBY_LAG, STANDBY_USABLE, StandbySettings,
+};
 pub use transfer::{BeginError, PostgresSink, PostgresSnapshot};
 pub use users::PostgresUserRepository;
 
@@ -149,6 +158,10 @@ pub struct PostgresStore {
     changes: DurableFeed,
     /// Prunes old changes while the store lives.
     _pruner: Arc<PrunerTask>,
+    /// The standbys that may serve reads (`DATABASE_READ_URL`, C13).
+    standbys: Option<Arc<Standbys>>,
+    /// The primary's timeline histories (C13: older timelines' tokens).
+    histories: Arc<Histories>,
 }
 
 impl PostgresStore {
@@ -221,6 +234,7 @@ impl PostgresStore {
         let manager = pool::Manager {
             hosts: Arc::new(hosts),
             budget,
+            latest: Arc::default(),
         };
         let pool = Pool::builder(manager)
             .max_size(settings.pool_size as usize)
@@ -250,7 +264,28 @@ impl PostgresStore {
             migrations_applied,
             changes,
             _pruner: Arc::new(pruner),
+            standbys: None,
+            histories: Arc::default(),
         })
+    }
+
+    /// The same store, with the standbys of `url` serving reads (C13):
+    /// each host of the URL a standby with a pool of its own (opened as
+    /// reads need it), tracked by tasks started here, which end when the
+    /// store is dropped. Every read of a request then goes to a standby
+    /// that meets its token, or the primary.
+    #[must_use]
+    pub fn with_standbys(mut self, url: &PostgresUrl, settings: StandbySettings) -> Self {
+        let budget = self.pool.manager().budget;
+        let options = format!("{QUIET} {}", budget::statement_timeout(budget));
+        self.standbys = Some(Standbys::start(
+            url,
+            settings,
+            &options,
+            budget,
+            self.pool.clone(),
+        ));
+        self
     }
 
     /// How many migrations opening this store applied: 0 when the schema
@@ -339,6 +374,9 @@ impl PostgresStore {
     /// database afterwards).
     pub async fn close(&self) {
         self._pruner.0.abort();
+        if let Some(standbys) = &self.standbys {
+            standbys.close().await;
+        }
         pool::close(&self.pool).await;
     }
 }
@@ -410,6 +448,7 @@ struct NoPrimary {
 pub fn describe_metrics() {
     coalesce::describe_metrics();
     hosts::describe_metrics();
+    standbys::describe_metrics();
 }
 
 fn unavailable(error: impl std::error::Error + Send + Sync + 'static) -> RepositoryError {

@@ -54,6 +54,7 @@ use tokio_postgres::{Client, Row, SimpleQueryMessage, Statement};
 use super::fate::{self, LostAnswer, Transaction};
 use super::hosts::{Hosts, Server, ServerState};
 use super::link::{Link, OpenError};
+use super::positions::{self, Latest};
 use super::{ACQUIRE_TIMEOUT, unavailable};
 use crate::sql::budget::over_budget;
 
@@ -74,6 +75,8 @@ pub(super) struct Manager {
     pub(super) hosts: Arc<Hosts>,
     /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`).
     pub(super) budget: Duration,
+    /// The latest position a commit was seen at (C13: writes' tokens).
+    pub(super) latest: Arc<Latest>,
 }
 
 /// A connection, and what its last work may have left on it.
@@ -389,9 +392,25 @@ impl Lease {
     /// learned if its commit's answer is lost (`fate.rs`).
     pub(super) async fn begin_write(&mut self) -> Result<(), RepositoryError> {
         self.opening()?;
-        let messages = self
-            .run(|client| client.simple_query(fate::BEGIN_WRITE))
+        // The statement the commit's position is read with (C13) is
+        // prepared once per connection, in the round trip of its first
+        // `begin`: a prepared statement is not planned again at each commit.
+        let flushed = self.prepared_already(positions::FLUSHED);
+        let (messages, flushed) = self
+            .run(|client| async move {
+                let flushed = async {
+                    match flushed {
+                        Some(statement) => Ok(statement),
+                        None => client.prepare(positions::FLUSHED).await,
+                    }
+                };
+                futures_util::future::try_join(client.simple_query(fate::BEGIN_WRITE), flushed)
+                    .await
+            })
             .await?;
+        if let Some(connection) = self.connection.as_mut() {
+            connection.statements.insert(positions::FLUSHED, flushed);
+        }
         let server = self
             .connection
             .as_ref()
@@ -456,10 +475,31 @@ impl Lease {
         let grace = fate::grace(self.budget);
         let sent = Instant::now();
         let warned = connection.link.warnings();
-        let commit = connection.link.batch_execute("commit");
+        // A write's commit is followed, pipelined (no round trip more), by
+        // the position it committed at (C13); a read-only transaction's has
+        // none to give. Two messages, not one: the commit's fate is its own
+        // answer's alone, whatever becomes of the question after it.
+        let link = &connection.link;
+        let flushed = transaction
+            .as_ref()
+            .and_then(|_| connection.statements.get(positions::FLUSHED));
+        let commit = async move {
+            let Some(flushed) = flushed else {
+                return link.batch_execute("commit").await.map(|()| None);
+            };
+            let (committed, position) = futures_util::future::join(
+                link.batch_execute("commit"),
+                link.query_one(flushed, &[]),
+            )
+            .await;
+            committed.map(|()| position.ok().and_then(|row| positions::read(&row, 0).ok()))
+        };
         let lost = match tokio::time::timeout_at(self.deadline + grace, commit).await {
-            Ok(Ok(())) => {
+            Ok(Ok(position)) => {
                 connection.in_transaction = false;
+                if let (Some(position), Some(pool)) = (position, Object::pool(connection)) {
+                    pool.manager().latest.observe(position);
+                }
                 return match connection.link.warning_since(warned) {
                     Some(warning) => Err(fate::unconfirmed(warning)),
                     None => Ok(()),

@@ -169,6 +169,21 @@ impl PostgresUrl {
             .unwrap_or("postgres")
     }
 
+    /// One URL per server of this one, each naming that server alone with
+    /// no attribute to ask for: the standbys of `DATABASE_READ_URL` (C13),
+    /// each with a pool of its own.
+    pub(in crate::postgres) fn each_host(&self) -> Vec<Self> {
+        self.targets
+            .iter()
+            .map(|target| Self {
+                config: self.config.clone(),
+                attrs: SessionAttrs::Any,
+                targets: vec![target.clone()],
+                shown: target.label.clone(),
+            })
+            .collect()
+    }
+
     /// The URL's servers, in order.
     pub(in crate::postgres) fn targets(&self) -> &[Target] {
         &self.targets

@@ -49,4 +49,8 @@ items_testkit::contract_tests!(
 );
 items_testkit::contract_tests!(repositories sqlite = SqliteFile::create().await);
 items_testkit::contract_tests!(changes sqlite_changes = SqliteFile::create().await);
+items_testkit::contract_tests!(
+    consistent_reads in_memory_reads = items_domain::Unpositioned(in_memory())
+);
+items_testkit::contract_tests!(consistent_reads postgres_reads = ScratchStore::create().await);
 items_testkit::contract_tests!(upload_store disk = UploadDirectory::open());

@@ -166,3 +166,9 @@ impl ChangeFeedFixture for ScratchStore {
             .expect("the changes are pruned");
     }
 }
+
+impl items_testkit::ConsistentReadsFixture for ScratchStore {
+    fn reads(&self) -> std::sync::Arc<dyn items_domain::ConsistentReads> {
+        std::sync::Arc::new(self.store.clone())
+    }
+}

@@ -17,7 +17,10 @@ use clap::{Args, ValueEnum};
 use items_adapters::http::{
     BodyLimits, ChangeStreamSettings, DEFAULT_SEND_TIMEOUT, RateLimitSettings, UploadLimits,
 };
-use items_adapters::postgres::{DEFAULT_POOL_SIZE, DEFAULT_STATEMENT_TIMEOUT, PostgresSettings};
+use items_adapters::postgres::{
+    DEFAULT_POOL_SIZE, DEFAULT_READ_MAX_LAG, DEFAULT_READ_WAIT, DEFAULT_STATEMENT_TIMEOUT,
+    PostgresSettings, PostgresUrl, StandbySettings,
+};
 use items_adapters::sqlite::SqliteSettings;
 use items_domain::defaults as limits;
 
@@ -119,6 +122,36 @@ pub struct StoreConfig {
     /// in-memory store keeps its last 100,000 changes instead.
     #[arg(long, env = "CHANGES_RETENTION", default_value = "24h", value_parser = parse_retention)]
     pub changes_retention: Duration,
+
+    /// PostgreSQL standbys that may serve reads (C13), in the form of a
+    /// PostgreSQL `DATABASE_URL` (one host per standby); unset: the
+    /// primary serves every read. Needs a PostgreSQL `DATABASE_URL`.
+    #[arg(long, env = "DATABASE_READ_URL", value_parser = parse_read_url)]
+    pub database_read_url: Option<Box<PostgresUrl>>,
+
+    /// How long a read with a `Consistency-Token` waits for a standby to
+    /// replay it before the primary serves it, in milliseconds (0–60000).
+    #[arg(long, env = "DATABASE_READ_WAIT_MS",
+          default_value_t = DEFAULT_READ_WAIT.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub database_read_wait_ms: u64,
+
+    /// The most replay lag a standby may have to serve a read without a
+    /// token, in milliseconds (0–3600000).
+    #[arg(long, env = "DATABASE_READ_MAX_LAG_MS",
+          default_value_t = DEFAULT_READ_MAX_LAG.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    pub database_read_max_lag_ms: u64,
+}
+
+/// `DATABASE_READ_URL`: a PostgreSQL URL, read as `DATABASE_URL`'s is.
+fn parse_read_url(raw: &str) -> Result<Box<PostgresUrl>, String> {
+    match DatabaseUrl::parse(raw)? {
+        DatabaseUrl::Postgres(url) => Ok(url),
+        DatabaseUrl::Sqlite(_) => {
+            Err("must be a postgres:// or postgresql:// URL naming standbys".to_owned())
+        }
+    }
 }
 
 /// The longest budget `DATABASE_STATEMENT_TIMEOUT_MS` takes: an hour. A
@@ -132,6 +165,16 @@ impl StoreConfig {
     /// memory.
     pub fn database(&self) -> Option<&DatabaseUrl> {
         self.database_url.as_ref()
+    }
+
+    /// How reads go to the standbys of `DATABASE_READ_URL` (C13).
+    pub fn standby_settings(&self) -> StandbySettings {
+        StandbySettings {
+            wait: Duration::from_millis(self.database_read_wait_ms),
+            max_lag: Duration::from_millis(self.database_read_max_lag_ms),
+            pool_size: self.database_pool_size,
+            ..StandbySettings::default()
+        }
     }
 
     /// The budget of one store operation (`DATABASE_STATEMENT_TIMEOUT_MS`).

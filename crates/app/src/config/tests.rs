@@ -372,3 +372,42 @@ fn localhost_is_accepted_as_a_host() {
         IpAddr::V4(Ipv4Addr::LOCALHOST)
     );
 }
+
+#[test]
+fn standbys_are_named_by_a_postgres_url_with_a_wait_and_a_max_lag_c1_c13() {
+    let config = parse(&[]).unwrap();
+    assert_eq!(config.store.database_read_url, None);
+    assert_eq!(config.store.database_read_wait_ms, 100);
+    assert_eq!(config.store.database_read_max_lag_ms, 1000);
+    let config = parse(&[
+        "--database-read-url",
+        "postgres://u@s1:5432,s2:5433/db",
+        "--database-read-wait-ms=0",
+        "--database-read-max-lag-ms=3600000",
+    ])
+    .unwrap();
+    let standbys = config.store.standby_settings();
+    assert_eq!(standbys.wait, std::time::Duration::ZERO);
+    assert_eq!(standbys.max_lag, std::time::Duration::from_secs(3600));
+    assert!(config.store.database_read_url.is_some());
+}
+
+#[test]
+fn a_read_url_or_read_setting_out_of_range_is_refused_in_one_line_c1_c13() {
+    for args in [
+        ["--database-read-url", "sqlite://items.db"],
+        ["--database-read-url", "mysql://h/db"],
+        [
+            "--database-read-url",
+            "postgres://h/db?target_session_attrs=sometimes",
+        ],
+        ["--database-read-wait-ms", "60001"],
+        ["--database-read-wait-ms", "soon"],
+        ["--database-read-max-lag-ms", "3600001"],
+        ["--database-read-max-lag-ms", "soon"],
+    ] {
+        let line = invalid(&args);
+        assert!(!line.contains('\n'), "{args:?}: {line}");
+        assert!(line.contains(&args[0][2..]), "{args:?} is named: {line}");
+    }
+}

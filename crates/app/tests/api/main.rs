@@ -14,6 +14,7 @@ mod auxiliary;
 mod bodies;
 mod changes;
 mod compression;
+mod consistency;
 mod cors;
 mod durable;
 mod failures;

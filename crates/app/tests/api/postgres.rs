@@ -166,3 +166,88 @@ async fn a_lost_database_gives_503_and_the_service_recovers_by_itself_without_lo
     );
     postgres.finish().await;
 }
+
+/// The `Consistency-Token` of a response, as a position.
+fn token_of(response: &reqwest::Response) -> items_domain::Position {
+    let token = header(response, "consistency-token");
+    items_domain::Position::parse(&token)
+        .unwrap_or_else(|_| panic!("C13: a well-formed token, not {token:?}"))
+}
+
+/// Whether `later` is at or after `earlier` on one history.
+fn at_or_after(later: items_domain::Position, earlier: items_domain::Position) -> bool {
+    (later.era(), later.offset()) >= (earlier.era(), earlier.offset())
+}
+
+#[tokio::test]
+async fn every_item_and_product_answer_over_postgres_carries_a_token_that_never_goes_back_c13() {
+    let postgres = PostgresApp::spawn(ScratchStore::create().await).await;
+    let app = &postgres.app;
+    let created = app.post_json("/items", &json!({ "name": "pen" })).await;
+    assert_eq!(created.status(), 201);
+    let mut last = token_of(&created);
+    assert!(
+        header(&created, "consistency-token").len() <= 64,
+        "C13: at most 64 characters"
+    );
+    for (path, status) in [
+        ("/items/1", 200),
+        ("/items", 200),
+        ("/items?limit=1", 200),
+        ("/items?name=pen", 200),
+        ("/items/9", 404),
+        ("/products", 200),
+    ] {
+        let response = app
+            .request(reqwest::Method::GET, path)
+            .header("consistency-token", last.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{path}");
+        let served = token_of(&response);
+        assert!(
+            at_or_after(served, last),
+            "C13: {path} served {served}, after {last} was handed out"
+        );
+        last = served;
+    }
+    let replaced = app.put_json("/items/1", &json!({ "name": "ink" })).await;
+    let written = token_of(&replaced);
+    assert!(
+        written.offset() > last.offset(),
+        "C13: a write moves the position on"
+    );
+    let read = app
+        .request(reqwest::Method::GET, "/items/1")
+        .header("consistency-token", written.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(at_or_after(token_of(&read), written));
+    assert_eq!(read.json::<Value>().await.unwrap()["name"], "ink");
+    assert_eq!(header(&app.get("/users").await, "consistency-token"), "");
+    postgres.finish().await;
+}
+
+#[tokio::test]
+async fn a_token_the_primary_never_reached_is_a_409_consistency_unmet_c13() {
+    let postgres = PostgresApp::spawn(ScratchStore::create().await).await;
+    let app = &postgres.app;
+    let now = token_of(&app.post_json("/items", &json!({ "name": "pen" })).await);
+    let ahead = items_domain::Position::new(now.era(), now.offset() + (1 << 40));
+    let newer = items_domain::Position::new(now.era() + 1, 1);
+    for token in [ahead, newer] {
+        for path in ["/items/1", "/items", "/items?limit=5", "/products"] {
+            let response = app
+                .request(reqwest::Method::GET, path)
+                .header("consistency-token", token.to_string())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(header(&response, "consistency-token"), "", "{path}");
+            assert_problem_of_type(response, 409, "consistency-unmet").await;
+        }
+    }
+    postgres.finish().await;
+}

@@ -35,6 +35,7 @@ mod migrate;
 mod operator;
 mod restore;
 mod sqlite;
+mod standby_reads;
 mod startup;
 mod statement_budget;
 mod traces;

@@ -130,6 +130,18 @@ impl ItemService {
         }
     }
 
+    /// The same use cases over another view of the same store: one
+    /// request's scope, reading at or after its position (C13). The
+    /// creates in flight are shared, so a key's second create still waits
+    /// for its first (C7).
+    #[must_use]
+    pub fn scoped(&self, repository: Arc<dyn ItemRepository>) -> Self {
+        Self {
+            repository,
+            in_flight: self.in_flight.clone(),
+        }
+    }
+
     /// The items matching `query`, in id order, with the total count (C10).
     pub async fn list(&self, query: &ItemQuery) -> Result<ItemPage, RepositoryError> {
         self.repository.list(query).await

@@ -69,6 +69,18 @@ impl ProductService {
         }
     }
 
+    /// The same use cases over another view of the same store: one
+    /// request's scope, reading at or after its position (C13). The
+    /// creates in flight are shared, so a key's second create still waits
+    /// for its first (C7).
+    #[must_use]
+    pub fn scoped(&self, repository: Arc<dyn ProductRepository>) -> Self {
+        Self {
+            repository,
+            in_flight: self.in_flight.clone(),
+        }
+    }
+
     /// Every product, in id order.
     pub async fn list(&self) -> Result<Vec<Product>, RepositoryError> {
         self.repository.list().await

@@ -4,7 +4,7 @@
 use actix_web::http::StatusCode;
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::{HttpRequest, HttpResponse, web};
-use items_domain::{Id, Item, ItemQuery, ItemService};
+use items_domain::{Id, Item, ItemQuery};
 
 use super::dto::{ItemBody, ItemDto};
 use super::listing_json::item_json;
@@ -12,6 +12,7 @@ use super::query::ListParams;
 use super::{changes, sse, stream, total_count};
 use crate::http::body::JsonObject;
 use crate::http::conditional::{etag_of, if_match};
+use crate::http::consistency::ItemsAt;
 use crate::http::idempotency;
 use crate::http::problem::{ApiError, Problem};
 use crate::http::respond;
@@ -54,7 +55,7 @@ fn location(id: Id) -> String {
     )
 )]
 pub(crate) async fn list(
-    service: web::Data<ItemService>,
+    service: ItemsAt,
     spooling: web::Data<SpoolSettings>,
     request: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
@@ -102,10 +103,7 @@ pub(crate) async fn list(
         (status = 404, description = "No item has this id: the plain text `Item not found`", body = String, content_type = "text/plain")
     )
 )]
-pub(crate) async fn get(
-    service: web::Data<ItemService>,
-    request: HttpRequest,
-) -> Result<HttpResponse, ApiError> {
+pub(crate) async fn get(service: ItemsAt, request: HttpRequest) -> Result<HttpResponse, ApiError> {
     let id = path_id(&request).ok_or(ApiError::ItemNotFound)?;
     let item = service.get(id).await?;
     Ok(respond::json_bytes(StatusCode::OK, item_json(&item)?))
@@ -133,7 +131,7 @@ pub(crate) async fn get(
     )
 )]
 pub(crate) async fn create(
-    service: web::Data<ItemService>,
+    service: ItemsAt,
     request: HttpRequest,
     JsonObject(body): JsonObject<ItemBody>,
 ) -> Result<HttpResponse, ApiError> {
@@ -169,7 +167,7 @@ pub(crate) async fn create(
     )
 )]
 pub(crate) async fn replace(
-    service: web::Data<ItemService>,
+    service: ItemsAt,
     request: HttpRequest,
     JsonObject(body): JsonObject<ItemBody>,
 ) -> Result<HttpResponse, ApiError> {
@@ -209,7 +207,7 @@ pub(crate) async fn replace(
     )
 )]
 pub(crate) async fn delete(
-    service: web::Data<ItemService>,
+    service: ItemsAt,
     request: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     if let Some(id) = path_id(&request) {

@@ -3,8 +3,9 @@
 //! from the handlers' `#[utoipa::path]` annotations and the DTOs they read
 //! and send, then completed by [`Modify`] steps with what holds for many
 //! operations at once, so each is written once: store outages here
-//! (`StoreOperations`), the others (conditional `GET`, body refusals, rate
-//! limiting, upload text fields, examples) in `steps.rs`.
+//! (`StoreOperations`), the others (conditional `GET`, consistency tokens,
+//! body refusals, rate limiting, upload text fields, examples) in
+//! `steps.rs`.
 //!
 //! The response schemas are derived from the very structs the handlers
 //! serialise. The request bodies are read leniently (any JSON value, so that
@@ -26,8 +27,8 @@ use super::{auxiliary, items, products, uploads, users};
 mod steps;
 
 use steps::{
-    BodyRefusals, ConditionalGet, ParameterExamples, RateLimiting, TextFields, operations, problem,
-    retry_after, writes,
+    BodyRefusals, ConditionalGet, ConsistencyTokens, ParameterExamples, RateLimiting, TextFields,
+    operations, problem, retry_after, writes,
 };
 
 /// The operations that read or write a store. Each may answer 503 with
@@ -91,6 +92,7 @@ impl Modify for StoreOperations {
     modifiers(
         &StoreOperations,
         &ConditionalGet,
+        &ConsistencyTokens,
         &BodyRefusals,
         &TextFields,
         &RateLimiting,

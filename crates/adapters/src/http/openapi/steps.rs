@@ -1,14 +1,15 @@
 //! The steps that complete the derived document with what holds for many
 //! operations at once, so each is written once: the text fields of the
-//! upload forms, conditional `GET` (C7), body refusals (C3, C5), rate
-//! limiting (C9) and parameter examples; and the small builders they share.
+//! upload forms, conditional `GET` (C7), consistency tokens (C13), body
+//! refusals (C3, C5), rate limiting (C9) and parameter examples; and the
+//! small builders they share.
 
 use serde_json::json;
 use utoipa::openapi::header::{Header, HeaderBuilder};
-use utoipa::openapi::path::{Operation, Parameter};
+use utoipa::openapi::path::{Operation, Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
-use utoipa::openapi::{ContentBuilder, Paths, Ref, RefOr};
+use utoipa::openapi::{ContentBuilder, Paths, Ref, RefOr, Required};
 use utoipa::{Modify, PartialSchema, ToSchema};
 
 use crate::http::problem::Problem;
@@ -122,6 +123,103 @@ impl Modify for ConditionalGet {
     }
 }
 
+/// Every item and product operation takes and gives a `Consistency-Token`
+/// (C13): the request header (a malformed one is a 400; one no copy of the
+/// store can meet a 409 `consistency-unmet`), and on a PostgreSQL-backed
+/// instance the response header on 2xx, 304 and 404 answers. Runs after
+/// [`ConditionalGet`], so the 304s get it too.
+pub(super) struct ConsistencyTokens;
+
+impl ConsistencyTokens {
+    /// What a token looks like: the text of a position (`items_domain::Position`).
+    const PATTERN: &'static str = "^[0-9A-Fa-f]{1,8}-[0-9A-Fa-f]{1,16}$";
+
+    fn schema() -> Schema {
+        Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(Self::PATTERN))
+                .max_length(Some(25))
+                .build(),
+        )
+    }
+
+    fn parameter() -> Parameter {
+        ParameterBuilder::new()
+            .name("Consistency-Token")
+            .parameter_in(ParameterIn::Header)
+            .required(Required::False)
+            .description(Some(
+                "A `Consistency-Token` an earlier answer carried: this one is answered from a \
+                 state at or after it, on any instance (C13). Stores of one copy (memory, \
+                 SQLite) check it and ignore it; a malformed one is a 400",
+            ))
+            .schema(Some(Self::schema()))
+            .build()
+    }
+
+    fn header() -> Header {
+        header(
+            Self::schema(),
+            "PostgreSQL-backed instances: the position in the store's history this answer \
+             reflects (a write's: its commit's), opaque, valid on every instance and across a \
+             failover; send it back as `Consistency-Token` to read at or after it (C13)",
+        )
+    }
+
+    fn unmet() -> &'static str {
+        "Problem type `consistency-unmet`: no copy of the store can answer at or after the \
+         `Consistency-Token` (its write was lost by a failover); read again without it (C13)"
+    }
+}
+
+impl Modify for ConsistencyTokens {
+    fn modify(&self, document: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in &mut document.paths.paths {
+            if !(path.starts_with("/items") || path == "/products") {
+                continue;
+            }
+            let operations = [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+            ];
+            for operation in operations.into_iter().flatten() {
+                operation
+                    .parameters
+                    .get_or_insert_with(Vec::new)
+                    .push(Self::parameter());
+                let responses = &mut operation.responses.responses;
+                for (status, response) in responses.iter_mut() {
+                    let answered = status.starts_with('2') || status == "304" || status == "404";
+                    if let (true, RefOr::T(response)) = (answered, response) {
+                        response
+                            .headers
+                            .insert("Consistency-Token".to_owned(), Self::header());
+                    }
+                }
+                match responses.get_mut("409") {
+                    Some(RefOr::T(conflict)) => {
+                        conflict.description =
+                            format!("{}; or {}", conflict.description, Self::unmet());
+                    }
+                    _ => {
+                        responses
+                            .insert("409".to_owned(), RefOr::T(problem(Self::unmet()).build()));
+                    }
+                }
+                responses.entry("400".to_owned()).or_insert_with(|| {
+                    RefOr::T(
+                        problem("Invalid request: the `Consistency-Token` header is malformed (C13, C6)")
+                            .build(),
+                    )
+                });
+            }
+        }
+    }
+}
+
 /// Every operation that reads a body refuses it the same ways (C3, C5): too
 /// slow (408), too large (413, unless the operation says more precisely
 /// why) and of another media type than the one it reads (415).
@@ -230,6 +328,7 @@ impl ParameterExamples {
             "If-Match" => json!("*"),
             "Idempotency-Key" => json!("order-4f9c2a7e"),
             "Last-Event-ID" => json!("s3f9c2a7e41b0d865.42"),
+            "Consistency-Token" => json!("1-16B374D848"),
             _ => return None,
         })
     }

@@ -1,5 +1,5 @@
 //! Two PostgreSQL 15 servers of the test's own, a primary and a streaming
-//! standby, made with Debian's binaries under a temporary directory: the
+//! standby (and any further standbys a test adds), made with Debian's binaries under a temporary directory: the
 //! machine's own server (5432) is left alone. As root, every PostgreSQL
 //! binary runs as the `postgres` user (`setpriv`), which owns the
 //! directory: `initdb` refuses to run as root.
@@ -71,10 +71,11 @@ impl Node {
     }
 }
 
-/// A primary and its standby, which trade places at each failover.
+/// A primary and its standby, which trade places at each failover, and
+/// any further standbys of the primary ([`Pair::add_standby`]).
 pub struct Pair {
     root: tempfile::TempDir,
-    pub nodes: [Node; 2],
+    pub nodes: Vec<Node>,
     /// The index of the primary in `nodes`.
     pub primary: usize,
     pub replication: Replication,
@@ -112,7 +113,7 @@ impl Pair {
             data: root.path().join(name),
             port: free_port(),
         };
-        let nodes = [node("a"), node("b")];
+        let nodes = vec![node("a"), node("b")];
         let pair = Self {
             root,
             nodes,
@@ -186,6 +187,28 @@ impl Pair {
     /// primary, and it starts and streams; synchronous, the primary then
     /// waits for it on every commit again.
     pub async fn rebuild_standby(&self, index: usize) {
+        self.make_standby(index, "").await;
+    }
+
+    /// Adds a further streaming standby of the primary (asynchronous),
+    /// `settings` appended to its configuration (`recovery_min_apply_delay
+    /// = '3s'`, say), and returns its index in `nodes`. It is stopped and
+    /// removed with the pair; the failover methods leave it alone.
+    #[allow(dead_code)] // used by some test modules only
+    pub async fn add_standby(&mut self, name: &'static str, settings: &str) -> usize {
+        self.nodes.push(Node {
+            name,
+            data: self.root.path().join(name),
+            port: free_port(),
+        });
+        let index = self.nodes.len() - 1;
+        self.make_standby(index, settings).await;
+        index
+    }
+
+    /// [`Pair::rebuild_standby`], with `settings` appended to the copy's
+    /// configuration before it starts; waits until every standby streams.
+    async fn make_standby(&self, index: usize, settings: &str) {
         let node = &self.nodes[index];
         kill_leftovers(&node.data);
         if node.data.exists() {
@@ -220,6 +243,9 @@ impl Pair {
             // and what the standby receives from now on it flushes itself.
             "--no-sync",
         ]));
+        if !settings.is_empty() {
+            append_settings(&node.data, settings);
+        }
         self.start_node(index);
         let admin = primary.connect().await;
         let wanted = match self.replication {
@@ -230,6 +256,11 @@ impl Pair {
             Replication::Asynchronous => "state = 'streaming'",
         };
         let query = format!("select count(*) from pg_stat_replication where {wanted}");
+        // Synchronous: the one synchronous standby; else every standby.
+        let standbys = match self.replication {
+            Replication::Synchronous => 1,
+            Replication::Asynchronous => self.nodes.len() as i64 - 1,
+        };
         let deadline = Instant::now() + PATIENCE;
         loop {
             let streaming: i64 = admin
@@ -237,7 +268,7 @@ impl Pair {
                 .await
                 .expect("pg_stat_replication is readable")
                 .get(0);
-            if streaming == 1 {
+            if streaming == standbys {
                 break;
             }
             assert!(
@@ -311,12 +342,7 @@ impl Pair {
              log_min_messages = warning\n",
             self.root.path().display()
         );
-        use std::io::Write as _;
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(node.data.join("postgresql.conf"))
-            .and_then(|mut file| file.write_all(settings.as_bytes()))
-            .expect("postgresql.conf takes the test's settings");
+        append_settings(&node.data, &settings);
     }
 
     /// Starts node `index` as its directory says: an old primary stopped
@@ -348,6 +374,17 @@ impl Pair {
             std::fs::read_to_string(&log).unwrap_or_default()
         );
     }
+}
+
+/// Appends `settings` to the `postgresql.conf` of `data`. Appended by
+/// root, the file stays the postgres user's.
+fn append_settings(data: &Path, settings: &str) {
+    use std::io::Write as _;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(data.join("postgresql.conf"))
+        .and_then(|mut file| file.write_all(format!("\n{settings}\n").as_bytes()))
+        .expect("postgresql.conf takes the test's settings");
 }
 
 /// `synchronous_standby_names` on the server behind `admin`, reloaded.

@@ -29,8 +29,12 @@ impl TestServices {
     }
 
     /// Over the repositories of a PostgreSQL store.
+    /// Each request scoped to its `Consistency-Token`, as the service
+    /// runs it (C13).
     pub fn postgres(store: &PostgresStore) -> Self {
-        Self::over(store.repositories())
+        let mut services = Self::over(store.repositories());
+        services.services = services.services.with_reads(Arc::new(store.clone()));
+        services
     }
 
     /// Over the repositories of a SQLite store.

@@ -1,0 +1,267 @@
+//! The tracker (C13): a task samples the primary's position, and a task
+//! per standby asks it whether it is still a standby, its replayed
+//! position and its timeline, every interval (eagerly while a read waits
+//! for a standby). A task per standby, so one that hangs delays no other's
+//! poll; each waits for its answer at most [`POLL_WITHIN`].
+//!
+//! Lag is how long ago the primary reached the position a standby has
+//! replayed: the time of the first sample of the primary at or past it
+//! (so at most one interval short), and 0 for a standby at or past the
+//! latest sample, however long ago the last write was.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use items_domain::Position;
+use tokio::time::Instant;
+
+use super::super::pool::{Pool, lease};
+use super::super::positions::{self, POSITION, STANDBY_STATE};
+use super::{STANDBY_LAG, STANDBY_USABLE, Standbys};
+
+/// How long one poll may take: a standby that does not answer by then is
+/// not used until it does.
+const POLL_WITHIN: Duration = Duration::from_millis(500);
+
+/// The most samples of the primary kept: positions are kept only when
+/// they change, and the oldest are dropped first.
+const MOST_SAMPLES: usize = 4096;
+
+/// The primary's positions, each with when it was first seen there.
+#[derive(Debug, Default)]
+pub(in crate::postgres) struct Samples {
+    seen: VecDeque<(Instant, Position)>,
+}
+
+impl Samples {
+    /// Records the primary at `position` at `now`, keeping what is younger
+    /// than `keep` (and at least the latest). A new timeline starts afresh.
+    pub(super) fn record(&mut self, now: Instant, position: Position, keep: Duration) {
+        match self.seen.back() {
+            Some((_, last)) if *last == position => {}
+            Some((_, last)) if last.era() != position.era() => {
+                self.seen.clear();
+                self.seen.push_back((now, position));
+            }
+            _ => self.seen.push_back((now, position)),
+        }
+        while self.seen.len() > MOST_SAMPLES
+            || (self.seen.len() > 1
+                && self
+                    .seen
+                    .front()
+                    .is_some_and(|(at, _)| now.saturating_duration_since(*at) > keep))
+        {
+            self.seen.pop_front();
+        }
+    }
+
+    /// The timeline the primary was last seen on.
+    pub(in crate::postgres) fn timeline(&self) -> Option<u32> {
+        self.seen.back().map(|(_, position)| position.era())
+    }
+
+    /// How long ago, as of `now`, the primary reached `replayed`; `None`
+    /// before the primary was sampled, or for a position of another
+    /// timeline. Older than every sample kept: at least as old as the
+    /// oldest.
+    pub(super) fn lag(&self, replayed: Position, now: Instant) -> Option<Duration> {
+        let (_, latest) = self.seen.back()?;
+        if latest.era() != replayed.era() {
+            return None;
+        }
+        if replayed.offset() >= latest.offset() {
+            return Some(Duration::ZERO);
+        }
+        let reached = self
+            .seen
+            .iter()
+            .find(|(_, position)| position.offset() >= replayed.offset())
+            .or(self.seen.front())
+            .map(|(at, _)| *at)?;
+        Some(now.saturating_duration_since(reached))
+    }
+}
+
+/// What the last poll of a standby found.
+#[derive(Debug, Default, Clone, Copy)]
+pub(in crate::postgres) struct Seen {
+    /// The position it had replayed, if it answered as a standby.
+    pub(in crate::postgres) replayed: Option<Position>,
+    /// Its lag, when on the primary's timeline.
+    pub(in crate::postgres) lag: Option<Duration>,
+    /// In recovery, on the primary's timeline, and answered.
+    pub(in crate::postgres) usable: bool,
+}
+
+/// Starts the tracker's tasks; each ends once the store is dropped.
+pub(in crate::postgres) fn spawn(standbys: &Arc<Standbys>, primary: Pool) {
+    tokio::spawn(sample_primary(Arc::downgrade(standbys), primary));
+    for at in 0..standbys.standbys.len() {
+        tokio::spawn(poll_standby(Arc::downgrade(standbys), at));
+    }
+}
+
+/// How long a task sleeps before its next poll.
+fn pause(standbys: &Standbys) -> Duration {
+    if standbys.eager() {
+        standbys.settings.eager_interval
+    } else {
+        standbys.settings.interval
+    }
+}
+
+/// Sleeps `pause`, or less once a read starts waiting for a standby.
+async fn sleep(standbys: &Standbys, pause: Duration) {
+    let hurried = standbys.hurry.notified();
+    tokio::select! {
+        () = tokio::time::sleep(pause) => {}
+        () = hurried => {}
+    }
+}
+
+/// Samples the primary's flushed position, every interval.
+async fn sample_primary(standbys: Weak<Standbys>, primary: Pool) {
+    loop {
+        let Some(standbys) = standbys.upgrade() else {
+            return;
+        };
+        let asked = async {
+            let mut connection = lease(&primary).await?;
+            let row = connection.query_one(POSITION, &[]).await?;
+            positions::read(&row, 0)
+        };
+        if let Ok(Ok(position)) = tokio::time::timeout(POLL_WITHIN, asked).await {
+            let keep = (standbys.settings.max_lag * 2).max(Duration::from_secs(10));
+            standbys
+                .samples
+                .lock()
+                .record(Instant::now(), position, keep);
+        }
+        let pause = pause(&standbys);
+        sleep(&standbys, pause).await;
+    }
+}
+
+/// Polls standby `at`, every interval.
+async fn poll_standby(standbys: Weak<Standbys>, at: usize) {
+    loop {
+        let Some(standbys) = standbys.upgrade() else {
+            return;
+        };
+        let Some(standby) = standbys.standbys.get(at) else {
+            return;
+        };
+        let asked = async {
+            let mut connection = lease(&standby.pool).await?;
+            let row = connection.query_one(STANDBY_STATE, &[]).await?;
+            let in_recovery: bool = super::super::decode::column(&row, 0)?;
+            Ok::<_, items_domain::RepositoryError>((in_recovery, positions::read(&row, 1)?))
+        };
+        let answer = tokio::time::timeout(POLL_WITHIN, asked).await;
+        let seen = {
+            let samples = standbys.samples.lock();
+            match answer {
+                Ok(Ok((true, replayed))) => {
+                    let lag = samples.lag(replayed, Instant::now());
+                    Seen {
+                        replayed: Some(replayed),
+                        lag,
+                        usable: samples.timeline() == Some(replayed.era()),
+                    }
+                }
+                // Promoted, or not answering: not used until it is a
+                // standby of this primary again.
+                Ok(Ok((false, _))) | Ok(Err(_)) | Err(_) => Seen::default(),
+            }
+        };
+        *standby.seen.lock() = seen;
+        let label = standby.label.clone();
+        if let Some(lag) = seen.lag {
+            metrics::gauge!(STANDBY_LAG, "standby" => label.clone()).set(lag.as_secs_f64());
+        }
+        metrics::gauge!(STANDBY_USABLE, "standby" => label).set(f64::from(u8::from(seen.usable)));
+        standbys.polled.notify_waiters();
+        let pause = pause(&standbys);
+        sleep(&standbys, pause).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEEP: Duration = Duration::from_secs(10);
+
+    #[test]
+    fn a_standby_at_or_past_the_latest_sample_has_no_lag_however_old_the_sample() {
+        let start = Instant::now();
+        let mut samples = Samples::default();
+        samples.record(start, Position::new(1, 100), KEEP);
+        let later = start + Duration::from_secs(3600);
+        samples.record(later, Position::new(1, 100), KEEP);
+        assert_eq!(
+            samples.lag(Position::new(1, 100), later),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            samples.lag(Position::new(1, 120), later),
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn lag_is_how_long_ago_the_primary_reached_what_the_standby_replayed() {
+        let start = Instant::now();
+        let mut samples = Samples::default();
+        for (ms, offset) in [(0, 100), (50, 200), (100, 300), (150, 400)] {
+            samples.record(
+                start + Duration::from_millis(ms),
+                Position::new(1, offset),
+                KEEP,
+            );
+        }
+        let now = start + Duration::from_millis(150);
+        assert_eq!(
+            samples.lag(Position::new(1, 200), now),
+            Some(Duration::from_millis(100))
+        );
+        assert_eq!(
+            samples.lag(Position::new(1, 250), now),
+            Some(Duration::from_millis(50)),
+            "reached between two samples: the later one's time"
+        );
+        assert_eq!(
+            samples.lag(Position::new(1, 50), now),
+            Some(Duration::from_millis(150)),
+            "older than every sample: at least the oldest's age"
+        );
+        assert_eq!(
+            samples.lag(Position::new(2, 500), now),
+            None,
+            "another timeline"
+        );
+        assert_eq!(samples.timeline(), Some(1));
+    }
+
+    #[test]
+    fn samples_older_than_kept_are_dropped_but_the_latest_stays() {
+        let start = Instant::now();
+        let mut samples = Samples::default();
+        samples.record(start, Position::new(1, 1), Duration::from_millis(10));
+        samples.record(
+            start + Duration::from_secs(1),
+            Position::new(1, 2),
+            Duration::from_millis(10),
+        );
+        assert_eq!(samples.seen.len(), 1);
+        samples.record(
+            start + Duration::from_secs(2),
+            Position::new(2, 1),
+            Duration::from_secs(60),
+        );
+        assert_eq!(samples.timeline(), Some(2), "a new timeline starts afresh");
+        assert_eq!(samples.seen.len(), 1);
+    }
+}
