@@ -21,6 +21,20 @@
 //!   *completed* id plus one, and may be reused; a transaction that took
 //!   its id after that is running, and not listed. Measured: positions
 //!   skipped within seconds under sequential writes.)
+//! - a final position is published only once the synchronous standbys
+//!   have it: under synchronous replication a commit becomes visible on
+//!   the primary before a standby confirmed it when its backend's wait
+//!   ends early (`pg_cancel_backend`, a terminated backend), and a failover
+//!   then loses it; published, it would be a change that was never
+//!   committed (C14). With the rows, in a later statement of the same
+//!   round trip, the reader takes the primary's WAL insert position `L`:
+//!   every transaction that may hold a position at or below `W` had ended,
+//!   so its commit record lies before `L`. The rows are published once as
+//!   many synchronous standbys as `synchronous_standby_names` asks for
+//!   report `flush_lsn` at or past `L` (at once when the setting is empty);
+//!   until then they stay pending, `L` with them (a later `L` would chase
+//!   the writers). When `pg_stat_replication` hides its columns from this
+//!   role, the rows are held, with a warning naming the grant;
 //! - what the reader learned of one server is used on that server only:
 //!   `W` and `N` are read with the server's identity (its postmaster's
 //!   start time), and a position found pending on a server that is no
@@ -43,6 +57,7 @@
 //! cannot read, and prepared (two-phase) transactions, are not waited for:
 //! the service writes under one role and prepares none.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -77,6 +92,23 @@ const ENDED: &str = "select not exists (select 1 from pg_stat_activity \
     where datname = current_database() and backend_xid is not null \
     and age(backend_xid) > age((($1::bigint) % 4294967296)::text::xid)), \
     (extract(epoch from pg_postmaster_start_time()) * 1000000)::bigint";
+
+/// The synchronous standbys' confirmation of the WAL position `$1` (the
+/// primary's insert position now, when null): the setting
+/// `synchronous_standby_names`, the position asked about, how many
+/// synchronous standbys flushed past it, and how many walsenders this role
+/// may not see the state of (without `pg_read_all_stats` every column but
+/// the pid is null). The insert position, not the write one: an
+/// asynchronous commit is visible before its record is written. (When it
+/// falls just past a page header, the standbys reach it only with the next
+/// WAL record: on a primary that writes nothing, a wait of up to the
+/// bgwriter's 15 s standby snapshot.)
+const CONFIRMED: &str = "select current_setting('synchronous_standby_names'), w.lsn::text, \
+    count(*) filter (where r.sync_state in ('sync', 'quorum') and r.flush_lsn >= w.lsn), \
+    count(*) filter (where r.pid is not null and r.state is null) \
+    from (select coalesce($1::text::pg_lsn, pg_current_wal_insert_lsn()) as lsn) w \
+    left join pg_stat_replication r on true \
+    group by w.lsn";
 
 /// The changes in `($1, $2]`, at most `$3`, with the floor: always one row
 /// at least (the changes' columns null when there are none).
@@ -115,12 +147,15 @@ pub(super) const FORGET_ALL: &str = "with gone as (delete from changes returning
 /// A position the reader read, not yet final: the sequence's last value
 /// `W`, and the reader's transaction id `N`, taken after it, on the server
 /// `server` (the start of its postmaster, in microseconds: a restarted
-/// server, or a promoted standby, is another).
+/// server, or a promoted standby, is another); once `W` was found final,
+/// the WAL position `L` the synchronous standbys must reach before the
+/// changes up to `W` are published.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
     last: u64,
     own_id: i64,
     server: i64,
+    wal: Option<u64>,
 }
 
 /// The feed's reads, on the pool.
@@ -131,6 +166,8 @@ pub(super) struct PostgresChanges {
     pending: Mutex<Option<Pending>>,
     /// How long [`Source::present`] waits for the running transactions.
     budget: Duration,
+    /// Whether the missing `pg_read_all_stats` was logged already.
+    told_hidden: AtomicBool,
 }
 
 impl PostgresChanges {
@@ -139,6 +176,7 @@ impl PostgresChanges {
             pool,
             pending: Mutex::new(None),
             budget,
+            told_hidden: AtomicBool::new(false),
         }
     }
 }
@@ -160,14 +198,84 @@ async fn horizon(lease: &mut Lease) -> Result<Pending, RepositoryError> {
         last: unsigned(column(&last, 0)?),
         own_id: column(&own_id, 0)?,
         server: column(&own_id, 1)?,
+        wal: None,
     })
+}
+
+/// Whether the synchronous standbys have a WAL position ([`CONFIRMED`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Standbys {
+    /// As many as `synchronous_standby_names` asks for flushed past it (or
+    /// it names none).
+    Confirmed,
+    /// Not yet.
+    Behind,
+    /// Not enough seen past it, and this role cannot see them all.
+    Hidden,
+}
+
+/// How many synchronous standbys must confirm a commit under
+/// `synchronous_standby_names`: `n` in `FIRST n (…)`, `ANY n (…)` and
+/// `n (…)`, else 1 (`*`, a list of names: the first one connected); 0 when
+/// it names none. With `FIRST n` only the `n` chosen ones are `sync`, with
+/// `ANY n` every listed one is `quorum`: `n` of them flushed is what a
+/// commit waits for either way.
+fn required(names: &str) -> usize {
+    let names = names.trim();
+    if names.is_empty() {
+        return 0;
+    }
+    let lower = names.to_ascii_lowercase();
+    let rest = ["first", "any"]
+        .iter()
+        .find_map(|method| lower.strip_prefix(method))
+        .filter(|rest| rest.starts_with(char::is_whitespace))
+        .map_or(lower.as_str(), str::trim_start);
+    let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    if digits > 0 && rest[digits..].trim_start().starts_with('(') {
+        rest[..digits].parse().map_or(1, |n: usize| n.max(1))
+    } else {
+        1
+    }
+}
+
+/// A `pg_lsn`'s text (`hi/lo`, hexadecimal) as a number.
+fn lsn(text: &str) -> Result<u64, RepositoryError> {
+    let parsed = text.split_once('/').and_then(|(hi, lo)| {
+        Some((u64::from_str_radix(hi, 16).ok()? << 32) | u64::from_str_radix(lo, 16).ok()?)
+    });
+    parsed.ok_or_else(|| RepositoryError::unavailable(format!("a WAL position {text:?}")))
+}
+
+fn lsn_text(lsn: u64) -> String {
+    format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF)
+}
+
+/// What [`CONFIRMED`]'s row says: the position asked about, and whether
+/// the standbys have it.
+fn standbys(row: &Row) -> Result<(u64, Standbys), RepositoryError> {
+    let names: String = column(row, 0)?;
+    let wal: String = column(row, 1)?;
+    let flushed: i64 = column(row, 2)?;
+    let hidden: i64 = column(row, 3)?;
+    let flushed = usize::try_from(flushed).unwrap_or_default();
+    let state = if flushed >= required(&names) {
+        Standbys::Confirmed
+    } else if hidden > 0 {
+        Standbys::Hidden
+    } else {
+        Standbys::Behind
+    };
+    Ok((lsn(&wal)?, state))
 }
 
 /// What [`rows`] found.
 enum Rows {
     /// Every transaction that may hold a position at or below the pending
-    /// one has ended (or not), then the changes and the floor.
-    Read(bool, Vec<Entry>, u64),
+    /// one has ended (or not), then the changes and the floor, and the WAL
+    /// position the standbys must reach (the pending one's, else the
+    /// primary's now) with whether they have.
+    Read(bool, Vec<Entry>, u64, (u64, Standbys)),
     /// The server answering is not the one the pending position was read
     /// on: it means nothing here.
     OtherServer,
@@ -175,9 +283,11 @@ enum Rows {
 
 /// Whether every transaction that may hold a position at or below
 /// `pending.last` has ended, then the changes in `(after, pending.last]`
-/// (at most `limit`) and the floor: two statements sent together, the
-/// rows read in a snapshot taken after the check. The rows are used only
-/// when the check passed, on the server `pending` was read on.
+/// (at most `limit`) and the floor, then whether the synchronous standbys
+/// have the pending WAL position (or the primary's insert position now):
+/// three statements sent together, the rows read in a snapshot taken after
+/// the check, the insert position after that. The rows are used only when
+/// the check passed, on the server `pending` was read on.
 async fn rows(
     lease: &mut Lease,
     after: u64,
@@ -186,13 +296,16 @@ async fn rows(
 ) -> Result<Rows, RepositoryError> {
     let ended = lease.prepared(ENDED).await?;
     let range = lease.prepared(RANGE).await?;
+    let confirmed = lease.prepared(CONFIRMED).await?;
     let (after, upto) = (signed(after), signed(pending.last));
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let (ended, rows) = lease
+    let wal = pending.wal.map(lsn_text);
+    let (ended, rows, confirmed) = lease
         .run(|client| async move {
-            futures_util::future::try_join(
+            futures_util::future::try_join3(
                 client.query_one(&ended, &[&pending.own_id]),
                 client.query(&range, &[&after, &upto, &limit]),
+                client.query_one(&confirmed, &[&wal]),
             )
             .await
         })
@@ -203,7 +316,7 @@ async fn rows(
     }
     let ended: bool = column(&ended, 0)?;
     let (entries, floor) = range_rows(&rows)?;
-    Ok(Rows::Read(ended, entries, floor))
+    Ok(Rows::Read(ended, entries, floor, standbys(&confirmed)?))
 }
 
 /// The changes and the floor of [`RANGE`]'s rows.
@@ -297,15 +410,45 @@ impl Source for PostgresChanges {
         if pending.last <= head {
             return Ok((Vec::new(), head, 0));
         }
-        let (ended, entries, floor) = match rows(&mut lease, head, pending, limit).await? {
-            Rows::Read(ended, entries, floor) => (ended, entries, floor),
-            // Read on a server that is gone (a failover, a restart): the
-            // next poll reads a new `W` on this one.
-            Rows::OtherServer => return Ok((Vec::new(), head, 0)),
-        };
+        let (ended, entries, floor, (wal, standbys)) =
+            match rows(&mut lease, head, pending, limit).await? {
+                Rows::Read(ended, entries, floor, confirmed) => (ended, entries, floor, confirmed),
+                // Read on a server that is gone (a failover, a restart): the
+                // next poll reads a new `W` on this one.
+                Rows::OtherServer => return Ok((Vec::new(), head, 0)),
+            };
         if !ended {
             *self.pending.lock() = Some(pending);
             return Ok((Vec::new(), head, floor));
+        }
+        // Every commit up to `W` is before `wal` (the pending one, else
+        // read after the check that found them ended): it stays with `W`.
+        let pending = Pending {
+            wal: Some(wal),
+            ..pending
+        };
+        match standbys {
+            Standbys::Confirmed => {}
+            Standbys::Behind => {
+                *self.pending.lock() = Some(pending);
+                return Ok((Vec::new(), head, floor));
+            }
+            // Held, not published after some delay: no delay makes a
+            // change the standbys may not have committed (C14), and a
+            // feed that stops, with a warning naming the grant, is found
+            // and fixed, where one that publishes changes a failover may
+            // take back is not.
+            Standbys::Hidden => {
+                if !self.told_hidden.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "the change feed waits for the synchronous standbys, and this role \
+                         cannot see them in pg_stat_replication: nothing is published until \
+                         it can (GRANT pg_monitor TO <role>)"
+                    );
+                }
+                *self.pending.lock() = Some(pending);
+                return Ok((Vec::new(), head, floor));
+            }
         }
         let new_head = match entries.last() {
             // More to read below `W`, which is final now.
@@ -326,8 +469,8 @@ impl Source for PostgresChanges {
         let deadline = tokio::time::Instant::now() + self.budget;
         loop {
             match rows(&mut lease, pending.last, pending, 0).await? {
-                Rows::Read(true, _, _) => return Ok(pending.last),
-                Rows::Read(false, _, _) => {}
+                Rows::Read(true, ..) => return Ok(pending.last),
+                Rows::Read(false, ..) => {}
                 Rows::OtherServer => {
                     return Err(RepositoryError::unavailable(
                         "the database server changed while a subscription started",
@@ -388,5 +531,31 @@ pub(super) struct PrunerTask(pub(super) tokio::task::AbortHandle);
 impl Drop for PrunerTask {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{lsn, lsn_text, required};
+
+    #[test]
+    fn a_commit_waits_for_as_many_standbys_as_the_setting_asks_for() {
+        assert_eq!(required(""), 0);
+        assert_eq!(required("  "), 0);
+        assert_eq!(required("*"), 1);
+        assert_eq!(required("db2, db3"), 1);
+        assert_eq!(required("FIRST 2 (db2, db3, db4)"), 2);
+        assert_eq!(required("any 3 (db2, db3, db4)"), 3);
+        assert_eq!(required("2 (db2, db3)"), 2);
+        assert_eq!(required("first"), 1);
+        assert_eq!(required("anyhost"), 1);
+    }
+
+    #[test]
+    fn a_wal_position_reads_back_as_postgresql_writes_it() {
+        assert_eq!(lsn("0/0").ok(), Some(0));
+        assert_eq!(lsn("16/B374D848").ok(), Some(0x16_B374_D848));
+        assert_eq!(lsn_text(0x16_B374_D848), "16/B374D848");
+        assert!(lsn("B374D848").is_err());
     }
 }

@@ -158,13 +158,11 @@ async fn wait_writing_to(admin: &Client, port: u16) {
 
 /// A change committed on the primary alone (a synchronous commit whose
 /// wait for the standby was cancelled, as a postmaster that dies also
-/// ends it) is visible there, and the feed publishes it; the promoted
-/// standby never had it. A subscriber then holds a change the store does
+/// ends it) is visible there, and the promoted standby never had it.
+/// Published, it would leave a subscriber holding a change the store does
 /// not: C14's "nothing that was not committed ever appears" asks the feed
-/// to publish a change only once the synchronous standby has it. Fails
-/// today: kept as the reproduction of that bug, run it with `--ignored`.
+/// to publish a change only once the synchronous standby has it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "C14 bug: the feed publishes commits no synchronous standby confirmed"]
 async fn a_commit_no_synchronous_standby_confirmed_never_reaches_the_subscribers_c14() {
     let mut pair = Pair::start(Replication::Synchronous).await;
     let url = pair.database_url();
