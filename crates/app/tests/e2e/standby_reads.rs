@@ -31,6 +31,8 @@ use crate::failover::cluster::{Pair, Replication};
 use crate::helpers::Service;
 use crate::support::header;
 
+mod probe_run;
+
 /// What the delayed standby waits before applying what it receives.
 const DELAY: &str = "3s";
 
