@@ -5,9 +5,10 @@
 //! poll; each waits for its answer at most [`POLL_WITHIN`].
 //!
 //! Lag is how long ago the primary reached the position a standby has
-//! replayed: the time of the first sample of the primary at or past it
-//! (so at most one interval short), and 0 for a standby at or past the
-//! latest sample, however long ago the last write was.
+//! replayed: the time of the last sample of the primary below it (so at
+//! most one interval long, never short: a standby is judged within
+//! `DATABASE_READ_MAX_LAG_MS` only when it is), and 0 for a standby at or
+//! past the latest sample, however long ago the last write was.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -74,10 +75,16 @@ impl Samples {
         if replayed.offset() >= latest.offset() {
             return Some(Duration::ZERO);
         }
+        // The primary reached `replayed` after the last sample below it:
+        // dating it by that sample over-estimates the lag by at most one
+        // interval, so a standby lagging more than the bound is never
+        // taken for one within it (C13); the first sample at or past it
+        // would under-estimate by as much.
         let reached = self
             .seen
             .iter()
-            .find(|(_, position)| position.offset() >= replayed.offset())
+            .rev()
+            .find(|(_, position)| position.offset() < replayed.offset())
             .or(self.seen.front())
             .map(|(at, _)| *at)?;
         Some(now.saturating_duration_since(reached))
@@ -225,12 +232,13 @@ mod tests {
         let now = start + Duration::from_millis(150);
         assert_eq!(
             samples.lag(Position::new(1, 200), now),
-            Some(Duration::from_millis(100))
+            Some(Duration::from_millis(150)),
+            "first seen at 50 ms, perhaps reached just after 0 ms: never short"
         );
         assert_eq!(
             samples.lag(Position::new(1, 250), now),
-            Some(Duration::from_millis(50)),
-            "reached between two samples: the later one's time"
+            Some(Duration::from_millis(100)),
+            "reached between two samples: the earlier one's time"
         );
         assert_eq!(
             samples.lag(Position::new(1, 50), now),
