@@ -156,6 +156,21 @@ mod tests {
             .block_on(work)
     }
 
+    /// Spends until Redis decides, for up to 5 s: the first decision on a
+    /// new lane also connects, within the store's 50 ms budget, which a
+    /// loaded machine may miss once or twice (C9 then answers without
+    /// Redis). What these tests check comes after.
+    async fn spend_once_decided(store: &RedisRateLimitStore) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if spend(store).await {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
     async fn spend(store: &RedisRateLimitStore) -> bool {
         let gcra = Gcra::new(NonZeroU32::MAX, Duration::from_secs(1));
         store
@@ -172,9 +187,12 @@ mod tests {
     fn each_thread_has_its_own_lane_and_a_thread_reuses_its_lane_c9() {
         let store = Arc::new(store());
         let (here, twice_here) = on_a_new_runtime(async {
-            assert!(spend(&store).await, "Redis must answer on 127.0.0.1:6379");
+            assert!(
+                spend_once_decided(&store).await,
+                "Redis must answer on 127.0.0.1:6379"
+            );
             let here = lane_here(&store);
-            assert!(spend(&store).await);
+            assert!(spend_once_decided(&store).await);
             (here, lane_here(&store))
         });
         assert!(here.same_queue(&twice_here));
@@ -182,7 +200,7 @@ mod tests {
             let store = Arc::clone(&store);
             std::thread::spawn(move || {
                 on_a_new_runtime(async move {
-                    assert!(spend(&store).await);
+                    assert!(spend_once_decided(&store).await);
                     lane_here(&store)
                 })
             })
@@ -196,14 +214,17 @@ mod tests {
     fn a_lane_whose_runtime_ended_is_replaced_and_decides_again_c9() {
         let store = store();
         let first = on_a_new_runtime(async {
-            assert!(spend(&store).await, "Redis must answer on 127.0.0.1:6379");
+            assert!(
+                spend_once_decided(&store).await,
+                "Redis must answer on 127.0.0.1:6379"
+            );
             lane_here(&store)
         });
         // The runtime is gone, and the lane's task with it.
         assert!(first.is_stopped());
 
         let (second, decided) = on_a_new_runtime(async {
-            let decided = spend(&store).await;
+            let decided = spend_once_decided(&store).await;
             (lane_here(&store), decided)
         });
 
@@ -220,12 +241,15 @@ mod tests {
     fn the_lane_of_a_dropped_store_goes_when_the_thread_next_looks_c9() {
         on_a_new_runtime(async {
             let dropped = store();
-            assert!(spend(&dropped).await, "Redis must answer on 127.0.0.1:6379");
+            assert!(
+                spend_once_decided(&dropped).await,
+                "Redis must answer on 127.0.0.1:6379"
+            );
             drop(dropped);
             assert_eq!(lanes_here(), 1);
 
             let kept = store();
-            assert!(spend(&kept).await);
+            assert!(spend_once_decided(&kept).await);
 
             assert_eq!(lanes_here(), 1, "only the live store's lane is left");
         });
