@@ -33,13 +33,14 @@ import common
 from scenarios import (ab, changes, changes_idle, functions, icache, instructions, interleaved, limiter_flood,
                        limiter_redis, load, one_connection, pg_cpu, pgbench, postgres, profile_list,
                        repeated_fields_rss, response_bytes, scale, slow_clients, sqlite, sqlite_backup,
-                       sqlite_commit, store_ops, worst_requests_rss)
+                       sqlite_commit, standby_reads, store_ops, worst_requests_rss)
 
 # In the order `list` shows them.
 SCENARIOS = {module.__name__.rsplit(".", 1)[1]: module for module in [
     load, response_bytes, ab, interleaved,
     instructions, functions, icache, profile_list, store_ops,
     postgres, pgbench, pg_cpu, one_connection, scale, slow_clients, changes, changes_idle,
+    standby_reads,
     sqlite, sqlite_commit, sqlite_backup,
     limiter_redis, limiter_flood,
     worst_requests_rss, repeated_fields_rss,
@@ -48,7 +49,7 @@ SCENARIOS = {module.__name__.rsplit(".", 1)[1]: module for module in [
 # The commands scenarios run, and the Debian package of each.
 PACKAGES = {"wrk": "wrk", "valgrind": "valgrind", "callgrind_annotate": "valgrind", "pgbench": "postgresql-client",
             "psql": "postgresql-client", "curl": "curl", "redis-cli": "redis-tools", "redis-server": "redis-server",
-            "taskset": "util-linux"}
+            "taskset": "util-linux", "pgpool": "pgpool2"}
 
 CARGO_BUILDS = {
     "service": ["cargo", "build", "--release", "-q", "-p", "items-app"],
