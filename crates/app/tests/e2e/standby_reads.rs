@@ -190,17 +190,24 @@ async fn reads_with_a_token_never_see_an_older_state_and_mostly_go_to_standbys_c
 }
 
 /// GETs `path` on `service` with `token` until it is answered other than
-/// 503 (the service finding the promoted primary), for at most 30 s.
+/// 503 (the service finding the promoted primary), for at most 30 s. A
+/// kept-alive connection the service closed while idle (its keep-alive
+/// ends during the failover's wait) fails the send once: that GET is sent
+/// again, as any client would.
 async fn read_with(service: &Service, path: &str, token: &str) -> Response {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let response = service
+        let sent = service
             .client
             .request(Method::GET, path)
             .header("consistency-token", token)
             .send()
-            .await
-            .unwrap();
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(error) if error.is_request() && Instant::now() < deadline => continue,
+            Err(error) => panic!("GET {path}: {error}"),
+        };
         if response.status() != 503 || Instant::now() > deadline {
             return response;
         }
