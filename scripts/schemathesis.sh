@@ -37,6 +37,11 @@ if [[ ! -x "$VENV/bin/schemathesis" ]] || ! "$VENV/bin/schemathesis" --version |
   "$VENV/bin/pip" install --quiet "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 
+# No coverage phase: schemathesis 4.32.5's sends `Consistency-Token`
+# values that ignore the header's declared pattern (`0`) and counts the
+# 400 C13 requires for them as a valid request refused. The fuzzing phase
+# keeps to the pattern; malformed tokens are tested in
+# crates/app/tests/api/consistency.rs.
 started=$(date +%s)
 # No `--checks all`: every check is on by default, and that flag would also
 # switch back on the one check schemathesis.toml turns off for one
@@ -46,6 +51,7 @@ started=$(date +%s)
   --max-examples "$EXAMPLES" \
   --seed 20261122 \
   --request-timeout 10 \
+  --phases examples,fuzzing,stateful \
   --no-color
 echo "schemathesis: ${EXAMPLES} examples per operation, $(( $(date +%s) - started )) s"
 if grep -q "panicked" "$work/service.log"; then
