@@ -29,7 +29,7 @@ pub trait Store {
     async fn after_kill(&self) {}
 }
 
-/// The figures of a run, for the report and `docs/operations.md`.
+/// The figures of a run, for the report and `docs/testing.md`.
 #[derive(Debug, Default)]
 pub struct Report {
     pub label: &'static str,
