@@ -1,7 +1,7 @@
 //! `items-service migrate`: brings the schema of the store `DATABASE_URL`
 //! names up to date and exits, so an operator migrates once, before a
 //! rolling upgrade, instead of at the start of the first new instance
-//! (`docs/operations.md`, "Upgrading").
+//! (`docs/operations.md`, "Upgrade and roll back").
 //!
 //! It opens the store exactly as the service does, then closes it: each
 //! store applies its own migrations when it is opened (PostgreSQL under

@@ -25,7 +25,7 @@
 //! reset), and says so once, naming the capability. The shipped systemd unit
 //! does not grant it (it is broad: interfaces, routes); with `ADMIN_PORT`
 //! and `SHUTDOWN_DRAIN_MS`, a balancer stops sending before the listener
-//! closes, which leaves that moment empty (docs/operations.md, "Under
+//! closes, which leaves that moment empty (docs/operations.md, "Run under
 //! systemd").
 
 use std::net::TcpListener;

@@ -1,7 +1,7 @@
 //! Names are `bytea` in PostgreSQL (U+0000 is a valid name character that
 //! `text` cannot hold, `migrations/0001_collections.sql`); the views of
 //! `migrations/0003_readable_names.sql` show them as text to a person at
-//! psql (`docs/operations.md`, "Reading the data by hand").
+//! psql (`docs/operations.md`, "Read the data by hand").
 
 use crate::scratch_store::ScratchStore;
 use items_domain::{ItemRepository, Name, Price, ProductRepository};

@@ -1,8 +1,8 @@
-//! `items-service migrate` (C1, `docs/operations.md` "Upgrading"): the
-//! built binary applies the schema to a scratch PostgreSQL database, or to
-//! a new SQLite file, and exits 0 saying how many migrations it applied,
-//! does nothing the second time and says so, and otherwise exits with one
-//! line saying why.
+//! `items-service migrate` (C1, `docs/operations.md` "Upgrade and roll
+//! back"): the built binary applies the schema to a scratch PostgreSQL
+//! database, or to a new SQLite file, and exits 0 saying how many
+//! migrations it applied, does nothing the second time and says so, and
+//! otherwise exits with one line saying why.
 
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,4 @@
-//! Backup and restore as `docs/operations.md` "Backup and restore" writes
+//! Backup and restore as `docs/operations.md` "Back up and restore" writes
 //! them (C12), the documented commands run as an operator runs them:
 //! PostgreSQL by `pg_dump` and `pg_restore` into a new database, the
 //! uploads directory by `tar`, SQLite by moving an `items-service backup`
