@@ -19,7 +19,7 @@ use crate::changes::hub::Hub;
 /// with a cursor (C14): the last 100,000.
 pub const RETAINED_CHANGES: usize = 100_000;
 
-/// The changes of one [`InMemoryItemRepository`](super::InMemoryItemRepository)
+/// The changes of one [`InMemoryItemRepository`](super::items::InMemoryItemRepository)
 /// (`InMemoryItemRepository::changes`); clones share them.
 #[derive(Debug, Clone)]
 pub struct InMemoryChangeFeed {

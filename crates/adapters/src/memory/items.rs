@@ -15,8 +15,8 @@ use items_domain::{
 };
 use parking_lot::RwLock;
 
-use super::IdCounter;
 use super::changes::{InMemoryChangeFeed, RETAINED_CHANGES};
+use super::ids::IdCounter;
 use super::item_chunks::ItemChunks;
 use super::keys::Keys;
 use crate::changes::cursor::{CursorFormat, random_origin};

@@ -1,18 +1,26 @@
 //! In-memory repositories and rate-limit budgets: the default store, for one
 //! process.
 //!
+//! [`repositories()`] makes a fresh store: its three repositories and the
+//! change feed of its items; [`InMemoryRateLimitStore`] keeps the clients'
+//! rate-limit budgets in this process. The repository types are public for
+//! a consumer that wants one of them alone.
+//!
 //! Items are kept in id order in 512-item chunks shared between copies
 //! (`item_chunks.rs`), so a full listing streams from a snapshot that costs
 //! one reference count per chunk; lookups, replaces and deletes by id are a
 //! binary search over the chunks, then within one, and a page is a seek and
 //! a scan. Products are a `BTreeMap` keyed by id; the two users are a fixed
-//! list. Ids come out in order for free. The item repository records every
-//! change in its change feed's hub (C14, `changes.rs`), under its write lock. Items and products sit behind a
-//! `parking_lot::RwLock`, the rate-limit budgets (`rate_limit.rs`) behind
-//! sharded `parking_lot` mutexes: their locks cannot be poisoned, so a panic
-//! elsewhere does not turn every later request into an error.
+//! list. Ids come out in order for free, from a counter that never goes
+//! back (`ids.rs`). The item repository records every change in its change
+//! feed's hub (C14, `changes.rs`), under its write lock. Items and products
+//! sit behind a `parking_lot::RwLock`, the rate-limit budgets
+//! (`rate_limit.rs`) behind sharded `parking_lot` mutexes: their locks
+//! cannot be poisoned, so a panic elsewhere does not turn every later
+//! request into an error.
 
 mod changes;
+mod ids;
 mod item_chunks;
 mod items;
 mod keys;
@@ -20,7 +28,7 @@ mod products;
 mod rate_limit;
 mod users;
 
-use items_domain::{Id, Repositories, RepositoryError};
+use items_domain::Repositories;
 
 pub use changes::{InMemoryChangeFeed, RETAINED_CHANGES};
 pub use items::InMemoryItemRepository;
@@ -40,22 +48,4 @@ pub fn repositories() -> Repositories {
         InMemoryUserRepository::seeded(),
     )
     .with_changes(changes)
-}
-
-/// The last id handed out by a repository. It only grows, so an id is never
-/// reused, not even after the newest row is deleted (C2). Callers advance it
-/// under the same write lock as the insert, so concurrent creates can neither
-/// share an id nor lose a row.
-#[derive(Debug, Default)]
-struct IdCounter(i64);
-
-impl IdCounter {
-    fn next(&mut self) -> Result<Id, RepositoryError> {
-        let next = self
-            .0
-            .checked_add(1)
-            .ok_or_else(|| RepositoryError::unavailable("the id counter is exhausted"))?;
-        self.0 = next;
-        Ok(Id::new(next))
-    }
 }

@@ -10,7 +10,7 @@ use items_domain::{
 };
 use parking_lot::RwLock;
 
-use super::IdCounter;
+use super::ids::IdCounter;
 use super::keys::Keys;
 
 /// Products in memory, with the same never-going-back id counter as items (C2).
