@@ -25,8 +25,8 @@ use async_trait::async_trait;
 use items_domain::{PendingUpload, StoredName, UploadStoreError};
 use tokio::io::AsyncWriteExt;
 
+use super::names::{TEMP_PREFIX, random_hex};
 use super::usage::Usage;
-use super::{TEMP_PREFIX, random_hex};
 
 /// A file being received; deleted on drop unless committed.
 #[derive(Debug)]
