@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use super::{Stopped, Unanswered};
+use super::errors::{Stopped, Unanswered};
 
 /// One caller's work, where its answer goes, its deadline if it has one,
 /// and who decided its fate first (see [`Claim`]).
@@ -41,6 +41,25 @@ impl<W, R> Request<W, R> {
         }
         true
     }
+}
+
+/// A request for `work` and its caller's answer, linked.
+pub(super) fn request<W, R>(work: W, deadline: Option<Instant>) -> (Request<W, R>, Answer<R>) {
+    let (reply, receiver) = oneshot::channel();
+    let claim = Arc::new(Claim::default());
+    let answer = Answer {
+        receiver,
+        deadline,
+        claim: Arc::clone(&claim),
+    };
+    let request = Request {
+        work,
+        span: crate::traces::current(),
+        reply,
+        deadline,
+        claim,
+    };
+    (request, answer)
 }
 
 /// The fate of a request, decided once: the writer claims it (it will be
@@ -77,9 +96,10 @@ impl Claim {
     }
 }
 
-/// The answer to one queued request ([`super::Queue::enqueue_by`]).
-/// Dropping it before the writer claimed the request abandons the request:
-/// its work is never done.
+/// The answer to one queued request
+/// ([`Queue::enqueue_by`](super::queue::Queue::enqueue_by)). Dropping it
+/// before the writer claimed the request abandons the request: its work is
+/// never done.
 #[derive(Debug)]
 pub struct Answer<R> {
     pub(super) receiver: oneshot::Receiver<R>,
@@ -117,10 +137,11 @@ impl<R> Answer<R> {
 }
 
 /// The answer to a request queued with no deadline
-/// ([`super::Queue::try_enqueue`]), to be awaited: the reply, or
-/// [`Stopped`] when it was dropped unanswered. A future of its own that
-/// holds only the answer, no timer, so a caller that awaits it stays small.
-/// Dropping it before the writer claimed the request abandons the request.
+/// ([`Queue::try_enqueue`](super::queue::Queue::try_enqueue)), to be
+/// awaited: the reply, or [`Stopped`] when it was dropped unanswered. A
+/// future of its own that holds only the answer, no timer, so a caller that
+/// awaits it stays small. Dropping it before the writer claimed the request
+/// abandons the request.
 #[derive(Debug)]
 pub struct Undated<R>(pub(super) Answer<R>);
 

@@ -1,5 +1,7 @@
 //! The queue's batches, answers, deadlines and claims (C12).
 
+use tokio::time::Instant;
+
 use super::*;
 
 #[tokio::test]
