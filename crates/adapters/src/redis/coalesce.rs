@@ -44,6 +44,12 @@ pub(super) struct Decision {
     pub(super) deadline: Instant,
 }
 
+/// `duration` in whole microseconds, as a [`Decision`] holds the GCRA's
+/// period and tolerance.
+pub(super) fn micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// What Redis decided, or why it did not.
 pub(super) type Reply = Result<Spent, Failure>;
 
@@ -312,7 +318,8 @@ mod tests {
     use std::time::{SystemTime, UNIX_EPOCH};
 
     use super::*;
-    use crate::redis::micros;
+    use crate::redis::RedisRateLimitStore;
+    use crate::redis::shared::{connection_config, gcra};
 
     const SECOND: u64 = 1_000_000;
 
@@ -327,7 +334,7 @@ mod tests {
 
     fn connection() -> Connection {
         let redis = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
-        Connection::new(redis, crate::redis::connection_config())
+        Connection::new(redis, connection_config(RedisRateLimitStore::TIMEOUT))
     }
 
     fn unique_prefix() -> String {
@@ -354,7 +361,7 @@ mod tests {
         let asked = queue.try_enqueue(late).expect("the lane is open");
         let batch = take(&mut batches).await;
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let script = crate::redis::gcra();
+        let script = gcra();
 
         let spent = call(&mut connection, &script, &prefix, &batch).await;
 
@@ -385,7 +392,7 @@ mod tests {
         let batch = take(&mut batches).await;
         assert_eq!(batch.len(), 20);
         let order: Vec<IpAddr> = batch.work().map(|decision| decision.client).collect();
-        let script = crate::redis::gcra();
+        let script = gcra();
         let spent = call(&mut connection, &script, &prefix, &batch)
             .await
             .unwrap();

@@ -19,9 +19,9 @@
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
 
-use super::Shared;
 use super::coalesce::{self, Decision, Queue, Reply};
 use super::script::Connection;
+use super::shared::Shared;
 use crate::batch::{self, Refused};
 
 /// Why a decision of a lane that has stopped was not taken.
