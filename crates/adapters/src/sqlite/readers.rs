@@ -24,7 +24,7 @@
 //! 18–23 to 9–11.7 CPU µs per request, docs/performance.md "The SQLite
 //! store, measured".
 //!
-//! [`SqliteSettings::readers`]: super::SqliteSettings::readers
+//! [`SqliteSettings::readers`]: super::settings::SqliteSettings::readers
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};

@@ -4,8 +4,8 @@
 //!
 //! Invariants:
 //! - each end has a connection of its own to the file, beside (never
-//!   through) a [`super::SqliteStore`]: a copy is a command run on its own,
-//!   not a request to a running service;
+//!   through) a [`SqliteStore`](super::store::SqliteStore): a copy is a
+//!   command run on its own, not a request to a running service;
 //! - the snapshot is one read transaction, taken by a read at open and
 //!   held until the value is dropped: every page reads that moment, while
 //!   the source may be served (WAL keeps the snapshot as writers go on);
@@ -29,7 +29,8 @@ use items_domain::{Id, Item, Product, RepositoryError};
 use rusqlite::{Connection, OptionalExtension as _, Statement};
 
 use super::connections::read_only;
-use super::{OpenError, open_writing, rows};
+use super::opening::{OpenError, open_writing};
+use super::rows;
 use crate::sql::rows::page_bounds;
 
 /// How long either end waits for a lock another process holds.

@@ -52,8 +52,18 @@ use crate::changes::durable::DurableFeed;
 use super::changes::Pruner;
 use super::file::{StoreFile, WalLimit};
 use super::messages::{Failure, Reply, Write, Written};
+use super::settings::SqliteSettings;
 use super::writes::{STATEMENT_CACHE, transaction};
-use super::{SqliteSettings, WRITES_PER_COMMIT};
+
+/// Writes waiting for the writer now (a gauge, set at scrape time).
+pub const WRITER_QUEUE_DEPTH: &str = "sqlite_writer_queue_depth";
+/// How many writes each commit held (a histogram, one sample per commit).
+pub const WRITES_PER_COMMIT: &str = "sqlite_writes_per_commit";
+/// Buckets for [`WRITES_PER_COMMIT`]: powers of two up to the default
+/// queue (a recorder without buckets renders a summary instead).
+pub const WRITES_PER_COMMIT_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
 
 /// The repositories' way to the writer thread; clones share it.
 #[derive(Debug, Clone)]
