@@ -6,12 +6,11 @@ use items_domain::RepositoryError;
 use tokio_postgres::Row;
 use tokio_postgres::types::FromSql;
 
-use super::unavailable;
 use crate::sql::rows::{ItemRow, ProductRow, UserRow};
 
 /// Column `at` of `row`.
 pub(super) fn column<'a, T: FromSql<'a>>(row: &'a Row, at: usize) -> Result<T, RepositoryError> {
-    row.try_get(at).map_err(unavailable)
+    row.try_get(at).map_err(RepositoryError::unavailable)
 }
 
 /// `(id, name)`.

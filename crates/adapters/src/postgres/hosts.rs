@@ -475,7 +475,7 @@ impl Hosts {
 
     /// New connections go to `server`'s host, and its timeline is one
     /// written on: for a store whose pool takes over from the connection
-    /// that migrated (`mod.rs`).
+    /// that migrated (`store.rs`).
     pub(super) fn adopt(&self, server: &Server) {
         self.raise(server);
         self.settle_on(server.host);

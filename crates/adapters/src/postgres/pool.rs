@@ -55,11 +55,16 @@ use super::fate::{self, LostAnswer, Transaction};
 use super::hosts::{Hosts, Server, ServerState};
 use super::link::{Link, OpenError};
 use super::positions::{self, Latest};
-use super::{ACQUIRE_TIMEOUT, unavailable};
 use crate::sql::budget::over_budget;
 
 /// Why a connection on a fenced host is closed.
 const FENCED: &str = "its server is a primary on a timeline older than one written on";
+
+/// How long a request waits for a pooled connection (free, newly opened or
+/// tidied) before it is answered 503; also the bound on each connection
+/// attempt at start. The common default of 30 s is far too long for a client to
+/// wait to learn that the database is down.
+pub(super) const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The pool: at most `DATABASE_POOL_SIZE` connections, opened on demand.
 pub(super) type Pool = managed::Pool<Manager>;
@@ -213,7 +218,7 @@ async fn lease_from(
         })),
         Ok(Err(error)) => Ok(Err(error)),
         Err(_) if wait == budget => Err(over_budget(budget)),
-        Err(_) => Err(unavailable(OpenError::TimedOut(wait))),
+        Err(_) => Err(RepositoryError::unavailable(OpenError::TimedOut(wait))),
     }
 }
 
@@ -248,9 +253,9 @@ impl Lease {
             Ok(Err(error)) if is_read_only(&error) => {
                 // Closed when the lease drops, with the idle ones to its host.
                 *refused = Some("its server refused a write as read-only");
-                Err(unavailable(error))
+                Err(RepositoryError::unavailable(error))
             }
-            Ok(result) => result.map_err(unavailable),
+            Ok(result) => result.map_err(RepositoryError::unavailable),
             Err(_) => {
                 expired.store(true, Ordering::Relaxed);
                 Err(over_budget(*budget))
@@ -279,7 +284,7 @@ impl Lease {
             return Err(RepositoryError::unavailable("the connection was closed"));
         };
         match tokio::time::timeout_at(deadline, work(&connection.link)).await {
-            Ok(result) => result.map_err(unavailable),
+            Ok(result) => result.map_err(RepositoryError::unavailable),
             Err(_) => {
                 self.expired.store(true, Ordering::Relaxed);
                 Err(over_budget(self.budget))

@@ -17,10 +17,12 @@ use items_domain::{
 };
 
 use super::histories::Histories;
+use super::items::PostgresItemRepository;
 use super::pool::Pool;
 use super::positions::{self, Latest, Read};
+use super::products::PostgresProductRepository;
 use super::standbys::{Standby, Standbys};
-use super::{PostgresItemRepository, PostgresProductRepository, PostgresStore};
+use super::store::PostgresStore;
 
 /// What one request asked and what its answers were served at.
 #[derive(Debug)]

@@ -18,8 +18,9 @@ use items_domain::{Id, Item, Product, RepositoryError};
 use super::decode::{self, column};
 use super::hosts::Hosts;
 use super::link::Link;
+use super::options::QUIET;
+use super::start::ConnectError;
 use super::url::PostgresUrl;
-use super::{ConnectError, QUIET, unavailable};
 use crate::sql::rows::{page_bounds, stored_items, stored_products};
 
 /// How long connecting may take: a copy is run by hand, so it fails soon
@@ -87,7 +88,7 @@ impl PostgresSnapshot {
             .connection
             .query_one("select pg_get_serial_sequence($1, 'id')", &[&table])
             .await
-            .map_err(unavailable)?;
+            .map_err(RepositoryError::unavailable)?;
         let sequence: String = column(&row, 0)?;
         // `sequence` is the catalog's own, already quoted, name.
         let row = self
@@ -97,7 +98,7 @@ impl PostgresSnapshot {
                 &[],
             )
             .await
-            .map_err(unavailable)?;
+            .map_err(RepositoryError::unavailable)?;
         let (last, called): (i64, bool) = (column(&row, 0)?, column(&row, 1)?);
         Ok(if called { last } else { last - 1 })
     }
@@ -125,7 +126,7 @@ impl SnapshotSource for PostgresSnapshot {
                 &[&after, &limit],
             )
             .await
-            .map_err(unavailable)?;
+            .map_err(RepositoryError::unavailable)?;
         stored_items(decode::items(&rows)?)
     }
 
@@ -142,7 +143,7 @@ impl SnapshotSource for PostgresSnapshot {
                 &[&after, &limit],
             )
             .await
-            .map_err(unavailable)?;
+            .map_err(RepositoryError::unavailable)?;
         stored_products(decode::products(&rows)?)
     }
 }
@@ -184,7 +185,7 @@ impl StoreSink for PostgresSink {
                 &[],
             )
             .await
-            .map_err(unavailable)?;
+            .map_err(RepositoryError::unavailable)?;
         let (items, products): (i64, i64) = (column(&row, 0)?, column(&row, 1)?);
         Ok(Counts {
             items: items.unsigned_abs(),
@@ -208,7 +209,7 @@ impl StoreSink for PostgresSink {
             )
             .await
             .map(drop)
-            .map_err(unavailable)
+            .map_err(RepositoryError::unavailable)
     }
 
     async fn write_products(&mut self, products: &[Product]) -> Result<(), RepositoryError> {
@@ -226,7 +227,7 @@ impl StoreSink for PostgresSink {
             )
             .await
             .map(drop)
-            .map_err(unavailable)
+            .map_err(RepositoryError::unavailable)
     }
 
     async fn commit(&mut self, counters: Counters) -> Result<(), RepositoryError> {
@@ -248,14 +249,14 @@ impl StoreSink for PostgresSink {
         self.connection
             .batch_execute(&statement)
             .await
-            .map_err(unavailable)
+            .map_err(RepositoryError::unavailable)
     }
 
     async fn rollback(&mut self) -> Result<(), RepositoryError> {
         self.connection
             .batch_execute("rollback")
             .await
-            .map_err(unavailable)
+            .map_err(RepositoryError::unavailable)
     }
 }
 

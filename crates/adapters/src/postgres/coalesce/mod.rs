@@ -81,8 +81,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::ACQUIRE_TIMEOUT;
-use super::pool::{Lease, Pool, lease, try_lease};
+use super::pool::{ACQUIRE_TIMEOUT, Lease, Pool, lease, try_lease};
 use crate::batch::{self, Batch, Batches, Queue};
 
 use errors::{fail, unanswered};

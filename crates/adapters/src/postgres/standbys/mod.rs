@@ -26,10 +26,12 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use super::hosts::Hosts;
+use super::items::PostgresItemRepository;
 use super::pool::{Manager, Pool};
 use super::positions::Latest;
+use super::products::PostgresProductRepository;
 use super::url::PostgresUrl;
-use super::{PostgresItemRepository, PostgresProductRepository, hosts::Hosts};
 use crate::sql::turns::ListingTurns;
 
 pub(super) use tracker::Samples;
