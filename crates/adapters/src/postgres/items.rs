@@ -61,10 +61,10 @@ impl PostgresItemRepository {
     /// the server's position before it, and point reads are not coalesced
     /// (each request's token is checked against its own read).
     pub(super) fn on_standby(pool: Pool, listings: ListingTurns) -> Self {
-        let lanes = super::coalesce::lanes(1);
+        let slots = super::coalesce::statement_slots(1);
         Self {
-            reads: Coalescer::new(pool.clone(), lanes),
-            creates: Coalescer::new(pool.clone(), lanes),
+            reads: Coalescer::new(pool.clone(), slots),
+            creates: Coalescer::new(pool.clone(), slots),
             pool,
             listings,
             changes: None,

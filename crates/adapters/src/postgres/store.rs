@@ -102,7 +102,7 @@ impl PostgresStore {
             .max_size(settings.pool_size as usize)
             .build()
             .expect("a pool without timeouts needs no runtime");
-        let lanes = coalesce::lanes(settings.pool_size);
+        let slots = coalesce::statement_slots(settings.pool_size);
         let source = PostgresChanges::new(pool.clone(), budget);
         let changes = DurableFeed::new(
             Arc::new(source),
@@ -117,9 +117,9 @@ impl PostgresStore {
         );
         let pruner = PrunerTask(tokio::spawn(pruning).abort_handle());
         Ok(Self {
-            item_reads: Coalescer::new(pool.clone(), lanes),
-            item_creates: Coalescer::new(pool.clone(), lanes),
-            product_creates: Coalescer::new(pool.clone(), lanes),
+            item_reads: Coalescer::new(pool.clone(), slots),
+            item_creates: Coalescer::new(pool.clone(), slots),
+            product_creates: Coalescer::new(pool.clone(), slots),
             pinged: Arc::new(AtomicUsize::new(usize::MAX)),
             listings: ListingTurns::of(settings.pool_size),
             pool,

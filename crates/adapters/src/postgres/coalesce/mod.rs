@@ -28,11 +28,14 @@
 //! Invariants:
 //! - at most one drainer per kind waits for a connection, and a batch is
 //!   exactly what was queued while all connections were busy;
-//! - each kind runs at most [`lanes`] statements at once, however many
-//!   connections are free: where the service itself is the bottleneck,
-//!   connections keep coming free, so without the cap requests would go
-//!   alone; with it, the requests beyond the lanes queue, batches fill, and
-//!   each statement's fixed cost is shared by more requests;
+//! - each kind has a few *statement slots* ([`statement_slots`]) and runs
+//!   a statement only in a free one, so it runs at most that many at once
+//!   (a pipelined kind, [`PIPELINE_DEPTH`] batches on each slot's
+//!   connection), however many connections are free: where the service
+//!   itself is the bottleneck, connections keep coming free, so without
+//!   the cap requests would go alone; with it, the requests beyond the
+//!   slots queue, batches fill, and each statement's fixed cost is shared
+//!   by more requests;
 //! - a lone request still goes at once (a point read after one task hop),
 //!   so one client's latency stays that of a single statement;
 //! - the statement budget (`DATABASE_STATEMENT_TIMEOUT_MS`, C12,
@@ -56,7 +59,7 @@
 //!   of it was written.
 //!
 //! Why: 15–21 reads and 16 creates a statement under load, creates at
-//! 2.27–2.30 × `pgbench` with one lane against 1.77 × with three,
+//! 2.27–2.30 × `pgbench` with one slot against 1.77 × with three,
 //! docs/performance.md "The PostgreSQL store, measured".
 
 mod creates;
@@ -101,10 +104,11 @@ pub const REQUESTS_PER_STATEMENT_BUCKETS: &[f64] = &[
 /// parameter of 1,024 ids or names is still one small message.
 pub(super) const MAX_BATCH: usize = 1024;
 
-/// Statements of one kind run at once at most: one per ten connections of
-/// the pool (at least one), so batches fill under load and the rest of the
-/// pool stays for the other kinds and for listings and updates.
-pub(super) fn lanes(pool_size: u32) -> usize {
+/// The statement slots of one kind, the statements it runs at once at most:
+/// one per ten connections of the pool (at least one), so batches fill
+/// under load and the rest of the pool stays for the other kinds and for
+/// listings and updates.
+pub(super) fn statement_slots(pool_size: u32) -> usize {
     (pool_size as usize / 10).max(1)
 }
 
@@ -129,7 +133,7 @@ pub(super) trait Operation: Send + Sync + 'static {
     /// a stalled server could be.
     const WRITES: bool = false;
 
-    /// Whether a request that finds a lane free goes through the queue all
+    /// Whether a request that finds a slot free goes through the queue all
     /// the same, run by a drainer rather than by its own task. A lone
     /// request still goes at once and alone (a batch of one runs
     /// [`Operation::one`]); under load, see [`ItemReads`] for what it
@@ -245,9 +249,9 @@ impl<O: Operation> fmt::Debug for Coalescer<O> {
 
 struct Inner<O: Operation> {
     pool: Pool,
-    /// Statements of this kind running now ([`lanes`]; times
+    /// Statements of this kind running now ([`statement_slots`]; times
     /// [`PIPELINE_DEPTH`] for a pipelined kind).
-    lanes: Arc<Semaphore>,
+    slots: Arc<Semaphore>,
     /// A pipelined kind's connections, each shared by the batches in flight
     /// on it (each holds a strong reference; the last to end gives the
     /// connection back to the pool).
@@ -276,17 +280,17 @@ pub struct CoalescingStats {
 }
 
 impl<O: Operation> Coalescer<O> {
-    /// A queue over `pool`, running at most `lanes` statements at once.
-    pub(super) fn new(pool: Pool, lanes: usize) -> Self {
+    /// A queue over `pool`, running at most `slots` statements at once.
+    pub(super) fn new(pool: Pool, slots: usize) -> Self {
         let (queue, batches) = batch::queue(MAX_BATCH);
-        let lanes = lanes.max(1);
+        let slots = slots.max(1);
         let depth = if O::PIPELINED { PIPELINE_DEPTH } else { 1 };
         Self {
             inner: Arc::new(Inner {
                 pool,
-                lanes: Arc::new(Semaphore::new(lanes * depth)),
+                slots: Arc::new(Semaphore::new(slots * depth)),
                 pipes: parking_lot::Mutex::new(Vec::new()),
-                most_pipes: lanes,
+                most_pipes: slots,
                 queue,
                 batches: Mutex::new(batches),
                 waiting: AtomicBool::new(false),
@@ -297,14 +301,14 @@ impl<O: Operation> Coalescer<O> {
         }
     }
 
-    /// Runs `work`: at once and alone when a lane and a connection are
+    /// Runs `work`: at once and alone when a slot and a connection are
     /// free, else in the batch of the next connection to come free. An
     /// operation that is [always queued](Operation::ALWAYS_QUEUED) takes
     /// the queue either way: a lone request is taken at once by the drainer
     /// it spawns, and goes alone.
     pub(super) async fn call(&self, work: O::Work) -> Reply<O> {
         if !O::ALWAYS_QUEUED
-            && let Ok(_lane) = Arc::clone(&self.inner.lanes).try_acquire_owned()
+            && let Ok(_slot) = Arc::clone(&self.inner.slots).try_acquire_owned()
             && let Some(mut lease) = try_lease(&self.inner.pool).await?
         {
             self.inner.record(1);
@@ -356,21 +360,21 @@ impl<O: Operation> Inner<O> {
         }
     }
 
-    /// Waits for a lane and a connection, takes every request queued by
+    /// Waits for a slot and a connection, takes every request queued by
     /// then, runs them as one statement and answers each.
     async fn drain(self: Arc<Self>) {
         if O::PIPELINED {
             return self.drain_pipelined().await;
         }
-        let taken = self.lane_and_lease().await;
-        let Some((batch, (lane, mut lease))) = self.claim(taken) else {
+        let taken = self.slot_and_lease().await;
+        let Some((batch, (slot, mut lease))) = self.claim(taken) else {
             // A writing drainer's open transaction is rolled back when the
             // pool lends the connection again.
             return;
         };
         // No caller waits for its answer past its own deadline (C12). The
         // lease was taken before the batch was known (a writing kind's even
-        // before its lane came free), so its own deadline says nothing of
+        // before its slot came free), so its own deadline says nothing of
         // the batch's: the batch's is its requests'.
         lease.renew();
         if let Some(deadline) = batch.deadline() {
@@ -380,11 +384,11 @@ impl<O: Operation> Inner<O> {
         let work: Vec<&O::Work> = batch.work().collect();
         let outputs = statement::<O>(&mut lease, &work).instrument(span).await;
         drop(work);
-        // The lane goes back before the callers are answered: the next
+        // The slot goes back before the callers are answered: the next
         // drainer, woken first, runs before the callers' tasks on this
         // worker and sends its statement while they write their responses,
         // rather than after all of them.
-        drop(lane);
+        drop(slot);
         self.answer(batch, outputs);
     }
 
@@ -392,8 +396,8 @@ impl<O: Operation> Inner<O> {
     /// connection other batches may be in flight on, and must end by its
     /// own deadline (its requests' earliest, at most the budget from now).
     async fn drain_pipelined(self: Arc<Self>) {
-        let taken = self.lane_and_pipe().await;
-        let Some((batch, (lane, pipe))) = self.claim(taken) else {
+        let taken = self.slot_and_pipe().await;
+        let Some((batch, (slot, pipe))) = self.claim(taken) else {
             return;
         };
         let budget = Instant::now() + self.pool.manager().budget;
@@ -403,7 +407,7 @@ impl<O: Operation> Inner<O> {
         let span = self.span(&batch);
         let work: Vec<&O::Work> = batch.work().collect();
         let outputs = O::shared(&pipe, deadline, &work).instrument(span).await;
-        drop((work, lane, pipe));
+        drop((work, slot, pipe));
         self.answer(batch, outputs);
     }
 
@@ -445,13 +449,13 @@ impl<O: Operation> Inner<O> {
         span
     }
 
-    /// A lane and a shared connection for a pipelined kind's next batch:
+    /// A slot and a shared connection for a pipelined kind's next batch:
     /// one with fewer than [`PIPELINE_DEPTH`] batches in flight, else a new
     /// one from the pool (its statements prepared before it is shared).
-    async fn lane_and_pipe(&self) -> Result<(OwnedSemaphorePermit, Arc<Lease>), RepositoryError> {
-        let lane = self.lane().await?;
+    async fn slot_and_pipe(&self) -> Result<(OwnedSemaphorePermit, Arc<Lease>), RepositoryError> {
+        let slot = self.slot().await?;
         if let Some(pipe) = self.open_pipe() {
-            return Ok((lane, pipe));
+            return Ok((slot, pipe));
         }
         let mut lease = lease(&self.pool).await?;
         O::prepare(&mut lease).await?;
@@ -459,12 +463,12 @@ impl<O: Operation> Inner<O> {
         let mut pipes = self.pipes.lock();
         pipes.retain(|pipe| pipe.strong_count() > 0);
         pipes.push(Arc::downgrade(&pipe));
-        Ok((lane, pipe))
+        Ok((slot, pipe))
     }
 
     /// A shared connection with room for one more batch in flight, if
     /// there is one, or if every connection the kind may share is taken
-    /// (the lane semaphore then guarantees room on one of them).
+    /// (the slot semaphore then guarantees room on one of them).
     fn open_pipe(&self) -> Option<Arc<Lease>> {
         let pipes = self.pipes.lock();
         let open: Vec<Arc<Lease>> = pipes
@@ -478,33 +482,33 @@ impl<O: Operation> Inner<O> {
         (Arc::strong_count(&least) <= PIPELINE_DEPTH || shared >= self.most_pipes).then_some(least)
     }
 
-    /// A lane and a connection for the next batch. A reading kind waits for
-    /// its lane first, so a waiting drainer holds no connection. A writing
+    /// A slot and a connection for the next batch. A reading kind waits for
+    /// its slot first, so a waiting drainer holds no connection. A writing
     /// kind takes its connection first and opens the batch's transaction
-    /// while the lane is still busy: the `begin` round trip then overlaps
-    /// the statement and commit running in the lane instead of following
+    /// while every slot is still taken: the `begin` round trip then overlaps
+    /// the statement and commit holding the slot instead of following
     /// them, which under load is one round trip less per batch (`POST`
     /// 1.90 → 2.32–2.36 × `pgbench`, docs/performance.md "The PostgreSQL
     /// store, measured"). It holds one more connection while
     /// it waits; at most one drainer per kind waits.
-    async fn lane_and_lease(&self) -> Result<(OwnedSemaphorePermit, Lease), RepositoryError> {
+    async fn slot_and_lease(&self) -> Result<(OwnedSemaphorePermit, Lease), RepositoryError> {
         if O::WRITES {
             let mut lease = lease(&self.pool).await?;
             begin::<O>(&mut lease).await?;
-            Ok((self.lane().await?, lease))
+            Ok((self.slot().await?, lease))
         } else {
-            let lane = self.lane().await?;
-            Ok((lane, lease(&self.pool).await?))
+            let slot = self.slot().await?;
+            Ok((slot, lease(&self.pool).await?))
         }
     }
 
-    /// A lane, waiting at most as long as for a connection.
-    async fn lane(&self) -> Result<OwnedSemaphorePermit, RepositoryError> {
-        match tokio::time::timeout(ACQUIRE_TIMEOUT, Arc::clone(&self.lanes).acquire_owned()).await {
-            Ok(Ok(lane)) => Ok(lane),
+    /// A slot, waiting at most as long as for a connection.
+    async fn slot(&self) -> Result<OwnedSemaphorePermit, RepositoryError> {
+        match tokio::time::timeout(ACQUIRE_TIMEOUT, Arc::clone(&self.slots).acquire_owned()).await {
+            Ok(Ok(slot)) => Ok(slot),
             Ok(Err(closed)) => Err(RepositoryError::unavailable(closed)),
             Err(_) => Err(RepositoryError::unavailable(
-                "no lane for a coalesced statement within the acquire timeout",
+                "no slot for a coalesced statement within the acquire timeout",
             )),
         }
     }

@@ -37,10 +37,10 @@ impl Operation for ItemReads {
     type Output = ItemRead;
     const LABEL: &'static str = "get_item";
     const STATEMENT: (&'static str, &'static str) = ("SELECT", "items");
-    /// Sent directly, reads that found the lane free went alone (1.06 a
+    /// Sent directly, reads that found the slot free went alone (1.06 a
     /// statement): the backend's cost per read starved the client that
     /// shares its core, so requests came one at a time and kept finding the
-    /// lane free. Through the queue, 15–21 share a statement. The price is
+    /// slot free. Through the queue, 15–21 share a statement. The price is
     /// a task hop for a lone read: one client's p50 93 → 96.5 µs
     /// (docs/performance.md "The PostgreSQL store, measured").
     const ALWAYS_QUEUED: bool = true;

@@ -13,7 +13,7 @@ use items_domain::{
 };
 use items_testkit::postgres::{ScratchDatabase, test_database_url, test_server_address};
 
-use super::{Coalescer, PIPELINE_DEPTH, lanes};
+use super::{Coalescer, PIPELINE_DEPTH, statement_slots};
 use crate::postgres::pool::{Lease, lease};
 use crate::postgres::{PostgresSettings, PostgresStore, PostgresUrl};
 
@@ -119,7 +119,7 @@ async fn a_thousand_concurrent_reads_of_distinct_ids_each_get_their_own_row_c2()
     database.drop().await;
 }
 
-/// Reads that are ready together share one statement even when the lane
+/// Reads that are ready together share one statement even when the slot
 /// and a connection were free as the first of them arrived: the
 /// first read is run by the drainer it spawns, and that task runs after the
 /// other reads of the same thread have queued. The test's runtime has one
@@ -347,26 +347,26 @@ pub(super) async fn server_address() -> SocketAddr {
 }
 
 #[test]
-fn each_kind_gets_a_lane_per_ten_connections_and_at_least_one() {
-    assert_eq!(lanes(10), 1);
-    assert_eq!(lanes(29), 2);
-    assert_eq!(lanes(30), 3);
-    assert_eq!(lanes(1), 1);
+fn each_kind_gets_a_statement_slot_per_ten_connections_and_at_least_one() {
+    assert_eq!(statement_slots(10), 1);
+    assert_eq!(statement_slots(29), 2);
+    assert_eq!(statement_slots(30), 3);
+    assert_eq!(statement_slots(1), 1);
 }
 
 #[tokio::test]
-async fn while_a_kinds_lanes_are_taken_its_requests_queue_though_connections_are_free() {
+async fn while_a_kinds_slots_are_taken_its_requests_queue_though_connections_are_free() {
     let database = scratch().await;
-    // A pool of 3 gives each kind one lane ([`lanes`]), reads one lane
-    // pipelined [`PIPELINE_DEPTH`] deep: every one of them is taken.
+    // A pool of 3 gives each kind one slot ([`statement_slots`]), reads one
+    // slot pipelined [`PIPELINE_DEPTH`] deep: every one of them is taken.
     let store = store(url_of(&database), 3).await;
     let items = store.items();
     items.create(name("only")).await.expect("created");
-    let lanes = &store.item_reads.inner.lanes;
-    let lane = Arc::clone(lanes)
+    let slots = &store.item_reads.inner.slots;
+    let slot = Arc::clone(slots)
         .try_acquire_many_owned(PIPELINE_DEPTH as u32)
-        .expect("the read lanes are free");
-    assert_eq!(lanes.available_permits(), 0);
+        .expect("the read slots are free");
+    assert_eq!(slots.available_permits(), 0);
     let reads: Vec<_> = (0..5)
         .map(|_| {
             let items = items.clone();
@@ -375,7 +375,7 @@ async fn while_a_kinds_lanes_are_taken_its_requests_queue_though_connections_are
         .collect();
     until_queued(&store.item_reads, 5).await;
     assert_eq!(store.pool.status().available, 1, "a connection was free");
-    drop(lane);
+    drop(slot);
 
     for read in join_all(reads).await {
         let item = read.expect("ran").expect("answered");
@@ -393,20 +393,20 @@ async fn while_a_kinds_lanes_are_taken_its_requests_queue_though_connections_are
 #[tokio::test]
 async fn a_keyed_create_never_joins_a_batch_c7() {
     let database = scratch().await;
-    // A pool of 3 gives each kind one lane ([`lanes`]).
+    // A pool of 3 gives each kind one slot ([`statement_slots`]).
     let store = store(url_of(&database), 3).await;
-    let lanes = [
-        &store.item_creates.inner.lanes,
-        &store.product_creates.inner.lanes,
+    let slots = [
+        &store.item_creates.inner.slots,
+        &store.product_creates.inner.slots,
     ]
-    .map(|lane| {
-        Arc::clone(lane)
+    .map(|slot| {
+        Arc::clone(slot)
             .try_acquire_owned()
-            .expect("the one lane is free")
+            .expect("the one slot is free")
     });
     let key = IdempotencyKey::parse(b"keyed-1").expect("a valid key");
 
-    // Every create lane is taken: a key-less create would queue until it
+    // Every create slot is taken: a key-less create would queue until it
     // is free; a keyed one takes keys.rs's path on a free connection.
     let item = store
         .items()
@@ -428,7 +428,7 @@ async fn a_keyed_create_never_joins_a_batch_c7() {
     for stats in store.coalescing_stats() {
         assert_eq!(stats.statements, 0, "no coalesced statement ran");
     }
-    drop(lanes);
+    drop(slots);
     store.close().await;
     database.drop().await;
 }

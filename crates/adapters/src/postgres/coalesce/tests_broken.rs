@@ -48,7 +48,7 @@ async fn only_the_item_before_the_cut_is_stored(store: &PostgresStore, proxy: &T
 
 /// Waits until a session of `database` has a transaction open and idle:
 /// a create drainer that began its batch's transaction and waits for its
-/// lane.
+/// slot.
 async fn until_a_transaction_waits(database: &ScratchDatabase) {
     let observer = database.client().await.expect("an observing connection");
     for _ in 0..10_000 {
@@ -132,16 +132,16 @@ async fn a_batch_whose_connection_breaks_inside_its_transaction_answers_unavaila
  {
     let database = scratch().await;
     let (store, proxy) = behind_a_proxy(&database, 2).await;
-    let lane = Arc::clone(&store.item_creates.inner.lanes)
+    let slot = Arc::clone(&store.item_creates.inner.slots)
         .try_acquire_owned()
-        .expect("the one lane is free");
+        .expect("the one slot is free");
     let creates = ten_creates(&store);
     until_queued(&store.item_creates, 10).await;
     until_a_transaction_waits(&database).await;
 
     proxy.set_cut(true);
     tokio::time::sleep(Duration::from_millis(100)).await;
-    drop(lane);
+    drop(slot);
     each_answered_unavailable(creates, "a create").await;
     assert_eq!(
         store.item_creates.stats().largest,

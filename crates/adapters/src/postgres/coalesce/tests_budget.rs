@@ -1,7 +1,7 @@
 //! Coalesced requests under the statement budget (C12): a request late
 //! before its batch starts is never run, and a batch runs under the
 //! earliest deadline of its requests, answering 503 to each and writing
-//! nothing when that passes. Batches are forced by holding a kind's lane.
+//! nothing when that passes. Batches are forced by holding a kind's slot.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::tests::{name, scratch, server_address, through, until_queued};
 use crate::postgres::{PostgresSettings, PostgresStore};
 
-/// A store with one lane per kind (a pool of 3) and `budget`, through a
+/// A store with one slot per kind (a pool of 3) and `budget`, through a
 /// proxy the test can freeze.
 async fn store(budget: Duration) -> (PostgresStore, TcpProxy, ScratchDatabase) {
     let database = scratch().await;
@@ -45,9 +45,9 @@ async fn a_create_whose_budget_passed_before_its_batch_started_is_never_inserted
     let budget = Duration::from_millis(300);
     let (store, _proxy, database) = store(budget).await;
     let items = store.items();
-    let lane = Arc::clone(&store.item_creates.inner.lanes)
+    let slot = Arc::clone(&store.item_creates.inner.slots)
         .try_acquire_owned()
-        .expect("the one lane is free");
+        .expect("the one slot is free");
 
     let late = items.create(name("late")).await.expect_err("over budget");
     assert!(over_budget(&late, budget), "{late:?}");
@@ -56,7 +56,7 @@ async fn a_create_whose_budget_passed_before_its_batch_started_is_never_inserted
         async move { items.create(name("kept")).await }
     });
     until_queued(&store.item_creates, 1).await;
-    drop(lane);
+    drop(slot);
 
     let kept = kept.await.expect("ran").expect("created");
     let page = items.list(&ItemQuery::default()).await.expect("a page");
@@ -73,9 +73,9 @@ async fn a_batch_runs_under_its_earliest_deadline_and_past_it_answers_503_to_eac
     let (store, proxy, database) = store(budget).await;
     let items = store.items();
     let before = items.create(name("before")).await.expect("created");
-    let lane = Arc::clone(&store.item_creates.inner.lanes)
+    let slot = Arc::clone(&store.item_creates.inner.slots)
         .try_acquire_owned()
-        .expect("the one lane is free");
+        .expect("the one slot is free");
 
     let first = tokio::spawn({
         let items = items.clone();
@@ -95,7 +95,7 @@ async fn a_batch_runs_under_its_earliest_deadline_and_past_it_answers_503_to_eac
     });
     until_queued(&store.item_creates, 2).await;
     proxy.freeze();
-    drop(lane);
+    drop(slot);
 
     let first = first.await.expect("ran").expect_err("over budget");
     let (second, answered) = second.await.expect("ran");

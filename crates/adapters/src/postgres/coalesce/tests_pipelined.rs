@@ -24,7 +24,7 @@ async fn until_sent(store: &crate::postgres::PostgresStore, count: u64) -> bool 
 async fn a_read_batch_is_sent_while_the_one_before_it_waits_for_its_reply_on_the_same_connection() {
     let database = scratch().await;
     let proxy = TcpProxy::start(server_address().await).await;
-    // A pool of 3: one read lane, pipelined two deep.
+    // A pool of 3: one read slot, pipelined two deep.
     let store = store(through(&database, &proxy), 3).await;
     let items = store.items();
     items.create(name("only")).await.expect("created");
