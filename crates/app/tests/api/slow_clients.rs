@@ -557,9 +557,13 @@ async fn every_other_request_is_served(app: &TestApp) {
     let listed = app.get("/items").await;
     assert_eq!(listed.status(), 200);
     assert!(listed.bytes().await.is_ok(), "a listing read to its end");
+    // A store connection held by the stalled listing would answer these
+    // 503 after the budget (3 s); the statuses above are the check. The
+    // bound only stops a request that waits for ever, and is wide because
+    // the listing of ~13 MB is read in a debug build on a loaded machine.
     assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "served in {:?}, less than the budget",
+        started.elapsed() < Duration::from_secs(20),
+        "served in {:?}: some request waited for ever",
         started.elapsed()
     );
 }
