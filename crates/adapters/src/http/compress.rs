@@ -103,19 +103,8 @@ pub(crate) fn chosen(headers: &HeaderMap) -> Option<Coding> {
     let mut identity: Option<f32> = None;
     let mut named: [Option<f32>; 3] = [None; 3];
     let mut any = false;
-    for element in header_list::elements(headers, &header::ACCEPT_ENCODING) {
+    for (name, q) in header_list::weighted(headers, &header::ACCEPT_ENCODING) {
         any = true;
-        let mut parts = element.split(';');
-        let name = parts.next().unwrap_or("").trim();
-        let q = parts
-            .filter_map(|parameter| {
-                let (key, value) = parameter.split_once('=')?;
-                key.trim()
-                    .eq_ignore_ascii_case("q")
-                    .then(|| value.trim().parse::<f32>().ok())?
-            })
-            .next()
-            .unwrap_or(1.0);
         if name == "*" {
             star = Some(q);
         } else if name.eq_ignore_ascii_case("identity") {

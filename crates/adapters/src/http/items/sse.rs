@@ -33,18 +33,7 @@ pub(crate) static HEARTBEAT: Bytes = Bytes::from_static(b":\n\n");
 pub(crate) fn wanted(headers: &HeaderMap) -> bool {
     let mut stream: Option<f32> = None;
     let mut json: Option<f32> = None;
-    for range in header_list::elements(headers, &header::ACCEPT) {
-        let mut parts = range.split(';');
-        let media = parts.next().unwrap_or("").trim();
-        let q = parts
-            .filter_map(|parameter| {
-                let (key, value) = parameter.split_once('=')?;
-                key.trim()
-                    .eq_ignore_ascii_case("q")
-                    .then(|| value.trim().parse::<f32>().ok())?
-            })
-            .next()
-            .unwrap_or(1.0);
+    for (media, q) in header_list::weighted(headers, &header::ACCEPT) {
         if media.eq_ignore_ascii_case(EVENT_STREAM) {
             stream = Some(stream.map_or(q, |known| known.max(q)));
         } else if media.eq_ignore_ascii_case("application/json") {
