@@ -1,16 +1,21 @@
-//! Content coding (C7): a response body of at least [`MIN_BYTES`] is sent
-//! compressed with `zstd`, `br` or `gzip` when the request's
-//! `Accept-Encoding` allows it.
+//! Content coding (C7): whether a response body is compressed, in which
+//! coding, under which tag, and the encoders, decided here alone. The
+//! edge (for a body in memory, [`compress`] and `conditional.rs`) and the
+//! streamed listing are each given an [`Encoding`] and apply it; neither
+//! reads `Accept-Encoding` nor the threshold itself.
 //!
 //! Invariants:
-//! - the coding is the acceptable one with the highest q-value, the
-//!   server's preference (zstd, br, gzip) breaking ties; `identity` wins over
-//!   a coding only with a higher q-value; a coding with `q=0`, or not named
-//!   when `*` is absent or `*;q=0`, is never used; no `Accept-Encoding` at
-//!   all means identity;
+//! - a response body of at least [`MIN_BYTES`] is sent compressed with
+//!   `zstd`, `br` or `gzip` when the request's `Accept-Encoding` allows
+//!   it; the coding is the acceptable one with the highest q-value, the
+//!   server's preference (zstd, br, gzip) breaking ties; `identity` wins
+//!   over a coding only with a higher q-value; a coding with `q=0`, or not
+//!   named when `*` is absent or `*;q=0`, is never used; no
+//!   `Accept-Encoding` at all means identity;
 //! - a smaller body is never compressed and names no `Vary: Accept-Encoding`
 //!   (it is the same whatever was accepted); a body of at least
-//!   [`MIN_BYTES`] names it, compressed or not;
+//!   [`MIN_BYTES`] names it, compressed or not, and so does its `304`;
+//! - a body its handler already encoded is left as it is;
 //! - a compressed representation's strong `ETag` is the identity one with
 //!   the coding's name appended inside the quotes (`"…-zstd"`), so tags of
 //!   different codings differ and each still names its identity tag; an
@@ -24,6 +29,8 @@
 
 use std::io::Write;
 
+use actix_web::body::{BodySize, BoxBody, MessageBody};
+use actix_web::dev::ServiceResponse;
 use actix_web::http::header::{self, HeaderMap, HeaderValue};
 use actix_web::web::Bytes;
 
@@ -33,11 +40,11 @@ use super::header_list;
 pub(crate) const MIN_BYTES: usize = 1024;
 
 /// `Vary: Accept-Encoding`, on every response whose body may be compressed.
-pub(crate) static VARY: HeaderValue = HeaderValue::from_static("Accept-Encoding");
+static VARY: HeaderValue = HeaderValue::from_static("Accept-Encoding");
 
 /// A content coding the service sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Coding {
+enum Coding {
     Zstd,
     Brotli,
     Gzip,
@@ -48,7 +55,7 @@ impl Coding {
     const PREFERRED: [Self; 3] = [Self::Zstd, Self::Brotli, Self::Gzip];
 
     /// Its name in `Accept-Encoding` and `Content-Encoding`.
-    pub(crate) fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             Self::Zstd => "zstd",
             Self::Brotli => "br",
@@ -57,21 +64,21 @@ impl Coding {
     }
 
     /// `Content-Encoding: <name>`.
-    pub(crate) fn header_value(self) -> HeaderValue {
+    fn header_value(self) -> HeaderValue {
         HeaderValue::from_static(self.name())
     }
 
     /// The strong tag of this coding's representation of the one whose
     /// identity tag is `identity` (`"abc"` → `"abc-zstd"`).
-    pub(crate) fn tag(self, identity: &str) -> String {
+    fn tag(self, identity: &str) -> String {
         let inner = identity.strip_suffix('"').unwrap_or(identity);
         format!("{inner}-{}\"", self.name())
     }
 
     /// `bytes`, compressed whole.
-    pub(crate) fn encode(self, bytes: &[u8]) -> std::io::Result<Bytes> {
+    fn encode(self, bytes: &[u8]) -> std::io::Result<Bytes> {
         let mut encoder = StreamEncoder::new(self)?;
-        let mut out = encoder.push(bytes)?.to_vec();
+        let mut out = encoder.push(bytes)?;
         out.extend_from_slice(&encoder.finish()?);
         Ok(Bytes::from(out))
     }
@@ -98,7 +105,7 @@ pub(crate) fn same_representation(listed: &[u8], identity: &[u8]) -> bool {
 
 /// The coding to send a body of at least [`MIN_BYTES`] in, by the
 /// request's `Accept-Encoding`; `None` for identity.
-pub(crate) fn chosen(headers: &HeaderMap) -> Option<Coding> {
+fn chosen(headers: &HeaderMap) -> Option<Coding> {
     let mut star: Option<f32> = None;
     let mut identity: Option<f32> = None;
     let mut named: [Option<f32>; 3] = [None; 3];
@@ -138,13 +145,144 @@ pub(crate) fn chosen(headers: &HeaderMap) -> Option<Coding> {
     (best_q >= identity_q).then_some(Coding::PREFERRED[best])
 }
 
-/// A compressor fed chunk by chunk: each [`StreamEncoder::push`] returns the
-/// bytes that chunk makes, flushed so the client can decode them at once.
+/// The content coding of one response body (C7), as this module decides
+/// it; its users apply it to their headers, tag and bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Encoding {
+    /// The body is large enough to be compressed, so it varies by
+    /// `Accept-Encoding`, compressed or not.
+    varies: bool,
+    /// The coding it is sent in; `None`: as it is.
+    coding: Option<Coding>,
+}
+
+impl Encoding {
+    /// A body sent as it is whatever the request accepts.
+    const UNCHANGED: Self = Self {
+        varies: false,
+        coding: None,
+    };
+
+    /// The encoding of a body of `length` bytes for a request with the
+    /// headers `request`.
+    pub(crate) fn for_length(request: &HeaderMap, length: usize) -> Self {
+        if length < MIN_BYTES {
+            Self::UNCHANGED
+        } else {
+            Self::for_large_body(request)
+        }
+    }
+
+    /// The encoding of a body known to be at least [`MIN_BYTES`] long
+    /// before it is written (a long listing).
+    pub(crate) fn for_large_body(request: &HeaderMap) -> Self {
+        Self {
+            varies: true,
+            coding: chosen(request),
+        }
+    }
+
+    /// The encoding of a response's body of `length` bytes, for a request
+    /// with the headers `request`: as [`Encoding::for_length`] says, unless
+    /// its handler already encoded it (its headers `response` name a
+    /// `Content-Encoding`).
+    pub(crate) fn for_response(request: &HeaderMap, response: &HeaderMap, length: usize) -> Self {
+        if length < MIN_BYTES || response.contains_key(header::CONTENT_ENCODING) {
+            Self::UNCHANGED
+        } else {
+            Self::for_large_body(request)
+        }
+    }
+
+    /// The strong tag of the representation in this encoding, whose
+    /// identity tag is `identity`: that tag itself when the body goes as it
+    /// is, the coding's own otherwise (see the module's documentation).
+    pub(crate) fn tag(self, identity: String) -> String {
+        match self.coding {
+            Some(coding) => coding.tag(&identity),
+            None => identity,
+        }
+    }
+
+    /// Names `Vary: Accept-Encoding` in `headers` when the body may be
+    /// compressed: on its `200`, compressed or not, and on its `304`.
+    pub(crate) fn name_vary(self, headers: &mut HeaderMap) {
+        if self.varies {
+            headers.append(header::VARY, VARY.clone());
+        }
+    }
+
+    /// Names the coding in `Content-Encoding`, for a body that is sent in
+    /// one; a `304` has no body and names none.
+    pub(crate) fn name_coding(self, headers: &mut HeaderMap) {
+        if let Some(coding) = self.coding {
+            headers.insert(header::CONTENT_ENCODING, coding.header_value());
+        }
+    }
+
+    /// `bytes` in this encoding, its `Content-Encoding` named in `headers`;
+    /// as they are when there is no coding, or when compressing fails
+    /// (then the client gets the identity body, which it accepts unless it
+    /// said `identity;q=0`).
+    pub(crate) fn encode(self, bytes: Bytes, headers: &mut HeaderMap) -> Bytes {
+        let Some(coding) = self.coding else {
+            return bytes;
+        };
+        match coding.encode(&bytes) {
+            Ok(compressed) => {
+                self.name_coding(headers);
+                compressed
+            }
+            Err(error) => {
+                tracing::warn!(%error, coding = coding.name(), "a body could not be compressed; sent as it is");
+                bytes
+            }
+        }
+    }
+
+    /// An encoder for a body written chunk by chunk in this encoding.
+    pub(crate) fn stream_encoder(self) -> std::io::Result<StreamEncoder> {
+        match self.coding {
+            Some(coding) => StreamEncoder::new(coding),
+            None => Ok(StreamEncoder {
+                inner: Inner::Identity,
+            }),
+        }
+    }
+}
+
+/// A response to any other request than `GET` or `HEAD` (a `POST` that
+/// answers many uploaded files, say) compressed as a tagged body is (C7);
+/// a body that is not in memory already is left as it is.
+pub(crate) fn compress(response: ServiceResponse<BoxBody>) -> ServiceResponse<BoxBody> {
+    let large =
+        matches!(response.response().body().size(), BodySize::Sized(n) if n >= MIN_BYTES as u64);
+    if !large {
+        return response;
+    }
+    let (request, response) = response.into_parts();
+    let (mut response, body) = response.into_parts();
+    match body.try_into_bytes() {
+        Ok(bytes) => {
+            let encoding =
+                Encoding::for_response(request.headers(), response.headers(), bytes.len());
+            encoding.name_vary(response.headers_mut());
+            let body = encoding.encode(bytes, response.headers_mut());
+            ServiceResponse::new(request, response.set_body(BoxBody::new(body)))
+        }
+        Err(body) => ServiceResponse::new(request, response.set_body(body)),
+    }
+}
+
+/// A body's encoder, fed chunk by chunk: each [`StreamEncoder::push`]
+/// returns the bytes that chunk makes, flushed so the client can decode
+/// them at once (a body sent as it is comes out as it goes in).
 pub(crate) struct StreamEncoder {
     inner: Inner,
 }
 
 enum Inner {
+    Identity,
     Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
     Brotli(Box<brotli::CompressorWriter<Vec<u8>>>),
     Gzip(flate2::write::GzEncoder<Vec<u8>>),
@@ -167,7 +305,7 @@ const GZIP_LEVEL: u32 = 5;
 const BUFFER: usize = 16 * 1024;
 
 impl StreamEncoder {
-    pub(crate) fn new(coding: Coding) -> std::io::Result<Self> {
+    fn new(coding: Coding) -> std::io::Result<Self> {
         let inner = match coding {
             Coding::Zstd => Inner::Zstd(zstd::stream::write::Encoder::new(
                 Vec::with_capacity(BUFFER),
@@ -187,9 +325,10 @@ impl StreamEncoder {
         Ok(Self { inner })
     }
 
-    /// Compresses `chunk` and returns what it made so far, flushed.
-    pub(crate) fn push(&mut self, chunk: &[u8]) -> std::io::Result<Bytes> {
+    /// Encodes `chunk` and returns what it made so far, flushed.
+    pub(crate) fn push(&mut self, chunk: &[u8]) -> std::io::Result<Vec<u8>> {
         let out = match &mut self.inner {
+            Inner::Identity => return Ok(chunk.to_vec()),
             Inner::Zstd(encoder) => {
                 encoder.write_all(chunk)?;
                 encoder.flush()?;
@@ -206,17 +345,18 @@ impl StreamEncoder {
                 encoder.get_mut()
             }
         };
-        Ok(Bytes::from(std::mem::take(out)))
+        Ok(std::mem::take(out))
     }
 
     /// Ends the stream: the last bytes.
-    pub(crate) fn finish(self) -> std::io::Result<Bytes> {
+    pub(crate) fn finish(self) -> std::io::Result<Vec<u8>> {
         let out = match self.inner {
+            Inner::Identity => Vec::new(),
             Inner::Zstd(encoder) => encoder.finish()?,
             Inner::Brotli(encoder) => encoder.into_inner(),
             Inner::Gzip(encoder) => encoder.finish()?,
         };
-        Ok(Bytes::from(out))
+        Ok(out)
     }
 }
 
@@ -335,5 +475,46 @@ mod tests {
             let whole = coding.encode(&chunk).unwrap();
             assert_eq!(decoded(coding, &whole), chunk, "{coding:?}");
         }
+    }
+
+    #[test]
+    fn only_a_body_of_at_least_min_bytes_varies_and_is_compressed_c7() {
+        let request = accepting(&["gzip"]);
+        let small = Encoding::for_length(&request, MIN_BYTES - 1);
+        let large = Encoding::for_length(&request, MIN_BYTES);
+        assert_eq!(small, Encoding::UNCHANGED);
+        assert_eq!(small.tag("\"abc\"".to_owned()), "\"abc\"");
+        assert_eq!(large.tag("\"abc\"".to_owned()), "\"abc-gzip\"");
+        let mut headers = HeaderMap::new();
+        small.name_vary(&mut headers);
+        assert!(
+            headers.is_empty(),
+            "a small body is the same for every client"
+        );
+        large.name_vary(&mut headers);
+        assert_eq!(headers.get(header::VARY).unwrap(), "Accept-Encoding");
+        assert_eq!(
+            Encoding::for_length(&accepting(&["identity"]), MIN_BYTES),
+            Encoding {
+                varies: true,
+                coding: None
+            },
+            "varies, though sent as it is"
+        );
+        let mut encoded = HeaderMap::new();
+        encoded.insert(header::CONTENT_ENCODING, HeaderValue::from_static("br"));
+        assert_eq!(
+            Encoding::for_response(&request, &encoded, MIN_BYTES),
+            Encoding::UNCHANGED,
+            "a body its handler encoded is left alone"
+        );
+    }
+
+    #[test]
+    fn a_body_sent_as_it_is_streams_through_unchanged_c7() {
+        let mut encoder = Encoding::UNCHANGED.stream_encoder().unwrap();
+        assert_eq!(encoder.push(b"[1,").unwrap(), b"[1,");
+        assert_eq!(encoder.push(b"2]").unwrap(), b"2]");
+        assert!(encoder.finish().unwrap().is_empty());
     }
 }

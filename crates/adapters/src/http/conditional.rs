@@ -7,10 +7,10 @@
 //! rather than `std`'s hasher because its output is specified, so tags stay
 //! stable across Rust releases and across a rolling deploy.
 //!
-//! A body of at least 1 KiB is compressed here too, by the request's
-//! `Accept-Encoding` (C7, `compress.rs`): its tag is the identity one with
-//! the coding's name appended, decided before `If-None-Match` is compared,
-//! so a 304 names the tag the 200 would have carried.
+//! A body's tag names its content coding too: the edge tags a body in
+//! memory in the [`Encoding`] `compress.rs` chooses for it, so a 304 names
+//! the tag the 200 would have carried, and `If-None-Match` matches a tag
+//! in any coding of the same representation.
 //!
 //! Two kinds of response come with their tag already set, which [`tag`]
 //! only compares with `If-None-Match`: the full item listing, which is
@@ -26,7 +26,7 @@ use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse};
 use futures_util::future::LocalBoxFuture;
 
-use super::compress::{self, Coding};
+use super::compress::{self, Encoding};
 use super::header_list;
 use super::problem::ApiError;
 
@@ -160,11 +160,9 @@ fn tag_bytes(
 ) -> ServiceResponse<BoxBody> {
     let identity = etag_of(&bytes);
     let not_modified = none_match_fails(request.headers(), identity.as_bytes());
-    let coding = compressible(&bytes, request.headers(), response.headers_mut());
-    let tag = match coding {
-        Some(coding) => coding.tag(&identity),
-        None => identity,
-    };
+    let encoding = Encoding::for_response(request.headers(), response.headers(), bytes.len());
+    encoding.name_vary(response.headers_mut());
+    let tag = encoding.tag(identity);
     // The header takes the tag's own buffer: no second allocation and copy.
     // There is no `ETag` to replace (checked above): appended.
     if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(tag)) {
@@ -174,62 +172,10 @@ fn tag_bytes(
         let empty = not_modified_head(response.head_mut());
         response.set_body(empty)
     } else {
-        let body = encoded(coding, bytes, response.headers_mut());
+        let body = encoding.encode(bytes, response.headers_mut());
         response.set_body(BoxBody::new(body))
     };
     ServiceResponse::new(request, response)
-}
-
-/// The coding a body of `bytes` goes in (C7): none under
-/// [`compress::MIN_BYTES`]; from that size on, `Vary: Accept-Encoding` is
-/// named in `headers` and `Accept-Encoding` decides.
-pub(crate) fn compressible(
-    bytes: &[u8],
-    request: &HeaderMap,
-    headers: &mut HeaderMap,
-) -> Option<Coding> {
-    if bytes.len() < compress::MIN_BYTES || headers.contains_key(header::CONTENT_ENCODING) {
-        return None;
-    }
-    headers.append(header::VARY, compress::VARY.clone());
-    compress::chosen(request)
-}
-
-/// `bytes` in `coding`, its `Content-Encoding` set in `headers`; as they are
-/// when there is no coding, or when compressing fails (then the client gets
-/// the identity body, which it accepts unless it said `identity;q=0`).
-pub(crate) fn encoded(coding: Option<Coding>, bytes: Bytes, headers: &mut HeaderMap) -> Bytes {
-    let Some(coding) = coding else { return bytes };
-    match coding.encode(&bytes) {
-        Ok(compressed) => {
-            headers.insert(header::CONTENT_ENCODING, coding.header_value());
-            compressed
-        }
-        Err(error) => {
-            tracing::warn!(%error, coding = coding.name(), "a body could not be compressed; sent as it is");
-            bytes
-        }
-    }
-}
-
-/// A response to any other request than `GET` or `HEAD` (a `POST` that
-/// answers many uploaded files, say) compressed as [`tag_bytes`] would
-/// (C7); a body that is not in memory already is left as it is.
-pub(crate) fn compress(response: ServiceResponse<BoxBody>) -> ServiceResponse<BoxBody> {
-    let large = matches!(response.response().body().size(), actix_web::body::BodySize::Sized(n) if n >= compress::MIN_BYTES as u64);
-    if !large {
-        return response;
-    }
-    let (request, response) = response.into_parts();
-    let (mut response, body) = response.into_parts();
-    match body.try_into_bytes() {
-        Ok(bytes) => {
-            let coding = compressible(&bytes, request.headers(), response.headers_mut());
-            let body = encoded(coding, bytes, response.headers_mut());
-            ServiceResponse::new(request, response.set_body(BoxBody::new(body)))
-        }
-        Err(body) => ServiceResponse::new(request, response.set_body(body)),
-    }
 }
 
 /// Makes `head` a `304 Not Modified`'s, and gives the empty body it has.

@@ -54,6 +54,7 @@ use actix_web::http::uri::PathAndQuery;
 use futures_util::future::LocalBoxFuture;
 use tracing::Instrument;
 
+use super::compress;
 use super::conditional::{self, Tagged};
 use super::connection::{self, Draining};
 use super::consistency;
@@ -271,7 +272,8 @@ where
     Ok(connection::finish(response, body.as_ref(), &edge.draining))
 }
 
-/// Steps 4 and 5: the limiter, the routes and the entity tag.
+/// Steps 4 and 5: the limiter, the routes, the entity tag and the
+/// content coding.
 async fn serve<S>(
     limiter: &Limiter,
     request: ServiceRequest,
@@ -296,7 +298,7 @@ where
             Tagged::Later(tagging) => tagging.await?,
         };
     } else {
-        response = conditional::compress(response);
+        response = compress::compress(response);
     }
     Ok(response)
 }

@@ -32,7 +32,7 @@ use items_domain::{Item, ItemBatch, ItemService, RepositoryError};
 
 use super::listing_json::{listed_size, surely_at_least, write_item};
 use super::total_count;
-use crate::http::compress::{self, Coding, StreamEncoder};
+use crate::http::compress::{self, Encoding, StreamEncoder};
 use crate::http::conditional::{listing_tag, none_match_fails};
 use crate::http::problem::ApiError;
 use crate::http::request_log::REQUEST_TARGET;
@@ -48,8 +48,8 @@ const SURELY_LARGE: u64 = surely_at_least(compress::MIN_BYTES);
 /// version, set here so the body-hashing middleware leaves the stream
 /// alone (C7); `If-None-Match` naming it, in any coding, gets 304 without a
 /// body. A listing of at least 1 KiB (known from its count, or once the
-/// first rows are read) is compressed as it streams when `Accept-Encoding`
-/// allows (C7, `compress.rs`).
+/// first rows are read) is sent in the [`Encoding`] `compress.rs` chooses
+/// for it, compressed as it streams (C7).
 pub(super) async fn stream_all(
     service: &ItemService,
     request: &HttpRequest,
@@ -59,7 +59,8 @@ pub(super) async fn stream_all(
     if head_only || request.headers().contains_key(header::IF_NONE_MATCH) {
         let head = service.listing_head().await?;
         if head.total >= SURELY_LARGE {
-            let shape = Shape::of(request, head.version, true)?;
+            let encoding = Encoding::for_large_body(request.headers());
+            let shape = Shape::of(request, head.version, encoding)?;
             if head_only || shape.not_modified {
                 return Ok(shape.respond(head.total, stream::empty()));
             }
@@ -73,29 +74,30 @@ pub(super) async fn stream_all(
     let mut items = Items::default();
     let opening_chunk = items.chunk(&opening).map_err(ApiError::internal)?;
     let whole = listing.total <= opening.len() as u64;
-    let large = !whole || opening_chunk.len() + 2 >= compress::MIN_BYTES;
-    let shape = Shape::of(request, listing.version, large)?;
+    // A listing read whole in its first batch is measured, `[` and `]`
+    // included; a longer one counts as large (a store's batch holds
+    // hundreds of items).
+    let encoding = if whole {
+        Encoding::for_length(request.headers(), opening_chunk.len() + 2)
+    } else {
+        Encoding::for_large_body(request.headers())
+    };
+    let shape = Shape::of(request, listing.version, encoding)?;
     if head_only || shape.not_modified {
         return Ok(shape.respond(listing.total, stream::empty()));
     }
-    let mut encoder = shape
-        .coding
-        .map(StreamEncoder::new)
-        .transpose()
-        .map_err(ApiError::internal)?;
+    let mut encoder = encoding.stream_encoder().map_err(ApiError::internal)?;
     // The array's brackets and each batch go through the encoder one push
     // (one flush) each, so the compressed bytes of a version are the same
     // from build to build, as its strong tag promises (C7).
-    let mut first = encoded(&mut encoder, b"[").map_err(ApiError::internal)?;
-    first.extend(encoded(&mut encoder, &opening_chunk).map_err(ApiError::internal)?);
+    let mut first = encoder.push(b"[").map_err(ApiError::internal)?;
+    first.extend(encoder.push(&opening_chunk).map_err(ApiError::internal)?);
     let rest: BoxStream<'static, ItemBatch> = if whole {
         // The store's end of the listing, so it closes its read now.
         match batches.next().await {
             None => {
-                first.extend(encoded(&mut encoder, b"]").map_err(ApiError::internal)?);
-                if let Some(encoder) = encoder {
-                    first.extend_from_slice(&encoder.finish().map_err(ApiError::internal)?);
-                }
+                first.extend(encoder.push(b"]").map_err(ApiError::internal)?);
+                first.extend(encoder.finish().map_err(ApiError::internal)?);
                 let body = Bytes::from(first);
                 return Ok(shape.respond(listing.total, stream::once(async { Ok(body) })));
             }
@@ -119,23 +121,20 @@ pub(super) async fn stream_all(
 /// What the listing's headers say, decided before its body.
 struct Shape {
     etag: HeaderValue,
-    /// At least 1 KiB: `Vary: Accept-Encoding`, and compressed if accepted.
-    large: bool,
-    coding: Option<Coding>,
+    /// How the body is sent: what it varies by, and its coding.
+    encoding: Encoding,
     /// `If-None-Match` names the listing's tag, in any coding.
     not_modified: bool,
 }
 
 impl Shape {
-    fn of(request: &HttpRequest, version: u64, large: bool) -> Result<Self, ApiError> {
+    fn of(request: &HttpRequest, version: u64, encoding: Encoding) -> Result<Self, ApiError> {
         let identity = listing_tag(version);
-        let coding = large.then(|| compress::chosen(request.headers())).flatten();
-        let tag = coding.map_or_else(|| identity.clone(), |coding| coding.tag(&identity));
+        let not_modified = none_match_fails(request.headers(), identity.as_bytes());
         Ok(Self {
-            etag: HeaderValue::try_from(tag).map_err(ApiError::internal)?,
-            large,
-            coding,
-            not_modified: none_match_fails(request.headers(), identity.as_bytes()),
+            etag: HeaderValue::try_from(encoding.tag(identity)).map_err(ApiError::internal)?,
+            encoding,
+            not_modified,
         })
     }
 
@@ -148,46 +147,33 @@ impl Shape {
         body: impl Stream<Item = io::Result<Bytes>> + 'static,
     ) -> HttpResponse {
         let mut response = if self.not_modified {
-            HttpResponse::NotModified()
+            HttpResponse::NotModified().finish()
         } else {
             HttpResponse::Ok()
+                .insert_header((
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(APPLICATION_JSON),
+                ))
+                .insert_header(total_count(total))
+                .streaming(body)
         };
-        response.insert_header((header::ETAG, self.etag.clone()));
-        if self.large {
-            response.append_header((header::VARY, compress::VARY.clone()));
-        }
-        if self.not_modified {
-            return response.finish();
+        let headers = response.headers_mut();
+        headers.insert(header::ETAG, self.etag.clone());
+        self.encoding.name_vary(headers);
+        if !self.not_modified {
+            self.encoding.name_coding(headers);
         }
         response
-            .insert_header((
-                header::CONTENT_TYPE,
-                HeaderValue::from_static(APPLICATION_JSON),
-            ))
-            .insert_header(total_count(total));
-        if let Some(coding) = self.coding {
-            response.insert_header((header::CONTENT_ENCODING, coding.header_value()));
-        }
-        response.streaming(body)
-    }
-}
-
-/// `chunk`, through `encoder` when the listing is compressed.
-fn encoded(encoder: &mut Option<StreamEncoder>, chunk: &[u8]) -> io::Result<Vec<u8>> {
-    match encoder {
-        Some(encoder) => encoder.push(chunk).map(|bytes| bytes.to_vec()),
-        None => Ok(chunk.to_vec()),
     }
 }
 
 /// Reads the listing's `rest` to its end at the store's pace, writing each
-/// batch (as JSON, compressed when `encoder` is set) into the spool, then
-/// the array's end. Lets go of the store as soon as it is read, or as soon
+/// batch (as JSON, through `encoder`) into the spool, then the array's end. Lets go of the store as soon as it is read, or as soon
 /// as the client is gone.
 async fn read_the_rest(
     mut rest: BoxStream<'static, ItemBatch>,
     mut items: Items,
-    mut encoder: Option<StreamEncoder>,
+    mut encoder: StreamEncoder,
     mut spool: SpoolWriter,
 ) {
     while let Some(batch) = rest.next().await {
@@ -198,7 +184,7 @@ async fn read_the_rest(
             Ok(batch) => items
                 .chunk(&batch)
                 .map_err(io::Error::other)
-                .and_then(|chunk| encoded(&mut encoder, &chunk)),
+                .and_then(|chunk| encoder.push(&chunk)),
             Err(error) => {
                 cut_short(&error);
                 return spool.fail(io::Error::other(error));
@@ -222,10 +208,8 @@ async fn read_the_rest(
     }
     // The store is read: its connection, reader or snapshot goes back now.
     drop(rest);
-    let last = encoded(&mut encoder, b"]").and_then(|mut last| {
-        if let Some(encoder) = encoder {
-            last.extend_from_slice(&encoder.finish()?);
-        }
+    let last = encoder.push(b"]").and_then(|mut last| {
+        last.extend(encoder.finish()?);
         Ok(last)
     });
     match last {
