@@ -18,7 +18,8 @@ use items_domain::HealthCheck;
 use serde_json::{Map, Value, json};
 
 use super::api_docs::{self, ApiDocs, Served};
-use super::connection::{Draining, close_when_done};
+use super::connection::close_when_done;
+use super::draining::Draining;
 use super::metrics::READY;
 use super::routes;
 use crate::report::ErrorChain;

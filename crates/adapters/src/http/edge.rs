@@ -56,9 +56,10 @@ use tracing::Instrument;
 
 use super::compress;
 use super::conditional::{self, Tagged};
-use super::connection::{self, Draining};
+use super::connection;
 use super::consistency;
 use super::cors;
+use super::draining::Draining;
 use super::metrics::RequestMetrics;
 use super::rate_limit::{Admission, Limiter};
 use super::request_log::{RequestLog, RequestRecord};

@@ -15,6 +15,7 @@ mod conditional;
 mod connection;
 mod consistency;
 mod cors;
+mod draining;
 mod edge;
 mod fields;
 mod front_door;
@@ -47,7 +48,7 @@ use items_domain::{
 pub use admin::{AdminServer, Readiness, RenderMetrics};
 pub use api_docs::ApiDocs;
 pub use body::BodyLimits;
-pub use connection::Draining;
+pub use draining::Draining;
 pub use edge::CLIENT_CLOSED;
 pub use items::changes::ChangeStreamSettings;
 pub use rate_limit::RateLimitSettings;

@@ -42,7 +42,7 @@ use items_domain::{ChangeService, ChangeStream, FeedError, RepositoryError};
 use tokio::sync::mpsc;
 
 use super::sse::{self, EVENT_STREAM, HEARTBEAT};
-use crate::http::connection::Draining;
+use crate::http::draining::Draining;
 use crate::http::metrics::changes as metrics;
 use crate::http::problem::ApiError;
 use crate::report::ErrorChain;
