@@ -17,11 +17,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::log_target::REQUEST_TARGET;
 use super::request_trace::TraceIds;
-
-/// The target of the request lines, as `RUST_LOG` names it
-/// (`items_service::request=warn` silences them).
-pub const REQUEST_TARGET: &str = "items_service::request";
 
 /// What the log is told about one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
