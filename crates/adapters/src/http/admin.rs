@@ -19,9 +19,9 @@ use serde_json::{Map, Value, json};
 
 use super::api_docs::{self, ApiDocs, Served};
 use super::connection::close_when_done;
-use super::draining::Draining;
 use super::metrics::READY;
 use super::routes;
+use crate::http::support::Draining;
 use crate::report::ErrorChain;
 
 /// The longest a readiness check waits for one dependency. A balancer's

@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::body::{JsonObject, read_typed};
-use super::problem::{ApiError, FieldError, Location, Problem};
-use super::respond::{self, Constant};
+use crate::http::support::body::read_typed;
+use crate::http::support::respond::{self, Constant};
+use crate::http::support::{ApiError, FieldError, JsonObject, Location, Problem};
 
 /// `GET /`: `Hello World!` (C4).
 #[utoipa::path(

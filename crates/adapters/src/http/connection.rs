@@ -25,7 +25,7 @@ use actix_web::middleware::Next;
 use actix_web::web::Bytes;
 use futures_util::Stream;
 
-use super::draining::Draining;
+use crate::http::support::Draining;
 
 /// The middleware form of [`watch_body`] and [`finish`], for a server
 /// without the public edge (the admin listener).

@@ -37,8 +37,8 @@
 //! [`metrics`]: super::metrics
 //! [`cors`]: super::cors
 //! [`rate_limit`]: super::rate_limit
-//! [`conditional`]: super::conditional
-//! [`consistency`]: super::consistency
+//! [`conditional`]: crate::http::support::conditional
+//! [`consistency`]: crate::http::support::consistency
 //! [`request_trace`]: super::request_trace
 
 use std::future::{Ready, ready};
@@ -54,16 +54,15 @@ use actix_web::http::uri::PathAndQuery;
 use futures_util::future::LocalBoxFuture;
 use tracing::Instrument;
 
-use super::compress;
-use super::conditional::{self, Tagged};
 use super::connection;
-use super::consistency;
 use super::cors;
-use super::draining::Draining;
 use super::metrics::RequestMetrics;
 use super::rate_limit::{Admission, Limiter};
 use super::request_log::{RequestLog, RequestRecord};
 use super::request_trace::{RequestTracer, TracedRequest};
+use crate::http::support::compression;
+use crate::http::support::conditional::{self, Tagged};
+use crate::http::support::{Draining, consistency};
 
 /// The status logged for a request whose client closed or reset the
 /// connection before the response was ready: nginx's 499 "client closed
@@ -299,7 +298,7 @@ where
             Tagged::Later(tagging) => tagging.await?,
         };
     } else {
-        response = compress::compress(response);
+        response = compression::compress(response);
     }
     Ok(response)
 }

@@ -9,32 +9,21 @@
 pub mod admin;
 mod api_docs;
 mod auxiliary;
-mod body;
-mod compress;
-mod conditional;
 mod connection;
-mod consistency;
 mod cors;
-mod draining;
 mod edge;
-mod fields;
 mod front_door;
-mod header_list;
-mod idempotency;
 mod items;
-mod log_target;
 pub mod metrics;
 mod multipart;
 pub mod openapi;
-pub mod problem;
 mod products;
 mod rate_limit;
 mod request_log;
 mod request_trace;
-mod respond;
 mod routes;
 mod server;
-mod spool;
+mod support;
 mod uploads;
 mod users;
 
@@ -48,17 +37,14 @@ use items_domain::{
 
 pub use admin::{AdminServer, Readiness, RenderMetrics};
 pub use api_docs::ApiDocs;
-pub use body::BodyLimits;
-pub use draining::Draining;
 pub use edge::CLIENT_CLOSED;
 pub use items::changes::ChangeStreamSettings;
-pub use log_target::REQUEST_TARGET;
 pub use rate_limit::RateLimitSettings;
 pub use request_log::{RequestLog, RequestRecord, TracingRequestLog};
 pub use request_trace::{RequestTracer, TraceIds};
 pub use routes::route_table;
 pub use server::{DEFAULT_SEND_TIMEOUT, HttpServer, HttpServerHandle};
-pub use spool::SpoolSettings;
+pub use support::{BodyLimits, Draining, REQUEST_TARGET, SpoolSettings, problem};
 pub use uploads::UploadLimits;
 
 /// The use cases the HTTP adapter drives.

@@ -18,8 +18,8 @@ use actix_web::{HttpRequest, web};
 use futures_util::StreamExt;
 use items_domain::{Upload, UploadSession};
 
-use super::body::has_media_type;
-use super::problem::ApiError;
+use crate::http::support::ApiError;
+use crate::http::support::body::has_media_type;
 
 const MULTIPART: &str = "multipart/form-data";
 /// The media type of a file part that declares none.

@@ -7,12 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::body::JsonObject;
-use super::consistency::ProductsAt;
-use super::fields;
-use super::idempotency;
-use super::problem::{ApiError, Problem};
-use super::respond::{self, Constant};
+use crate::http::support::respond::{self, Constant};
+use crate::http::support::{ApiError, JsonObject, Problem, ProductsAt, fields, idempotency};
 
 /// The body of `POST /products`; other fields are ignored.
 // Both fields are read as any JSON value, so that a wrong one can be

@@ -17,8 +17,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::log_target::REQUEST_TARGET;
 use super::request_trace::TraceIds;
+use crate::http::support::REQUEST_TARGET;
 
 /// What the log is told about one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,8 +11,6 @@ use actix_web::dev::ServerHandle;
 use actix_web::{App, web};
 use parking_lot::Mutex;
 
-use super::body::BodyLimits;
-use super::consistency;
 use super::edge::{Edge, EdgeLayer};
 use super::front_door::FrontDoor;
 use super::items::changes::ChangeStreams;
@@ -21,6 +19,7 @@ use super::rate_limit::{Limiter, RateLimitSettings};
 use super::routes;
 use super::uploads::{UploadLimits, Uploads};
 use super::{HttpSettings, Services};
+use crate::http::support::{BodyLimits, consistency};
 
 /// How long a client may take to send its request head, and how long an
 /// idle keep-alive connection is kept. Both are actix-web's defaults, set

@@ -18,8 +18,7 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::multipart;
-use super::problem::{ApiError, Problem};
-use super::respond;
+use crate::http::support::{ApiError, Problem, respond};
 
 /// Limits on uploads, from the service's configuration (C1).
 #[derive(Debug, Clone, Copy)]

@@ -6,8 +6,7 @@ use items_domain::{User, UserService};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::problem::ApiError;
-use super::respond;
+use crate::http::support::{ApiError, respond};
 
 /// A read-only user.
 #[derive(Debug, Serialize, ToSchema)]

@@ -42,9 +42,8 @@ use items_domain::{ChangeService, ChangeStream, FeedError, RepositoryError};
 use tokio::sync::mpsc;
 
 use super::sse::{self, EVENT_STREAM, HEARTBEAT};
-use crate::http::draining::Draining;
 use crate::http::metrics::changes as metrics;
-use crate::http::problem::ApiError;
+use crate::http::support::{ApiError, Draining};
 use crate::report::ErrorChain;
 
 /// How the change streams of this process behave (C14; C1's

@@ -6,8 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use crate::http::fields;
-use crate::http::problem::{ApiError, FieldError};
+use crate::http::support::{ApiError, FieldError, fields};
 
 /// The body of `POST /items` and `PUT /items/{id}`; other fields are ignored.
 // `name` is read as any JSON value, so that a wrong one can be reported in

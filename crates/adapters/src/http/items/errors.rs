@@ -4,7 +4,7 @@
 
 use items_domain::{GetItemError, ReplaceItemError};
 
-use crate::http::problem::ApiError;
+use crate::http::support::ApiError;
 
 impl From<GetItemError> for ApiError {
     fn from(error: GetItemError) -> Self {

@@ -10,13 +10,10 @@ use super::dto::{ItemBody, ItemDto};
 use super::listing_json::item_json;
 use super::query::ListParams;
 use super::{changes, sse, stream, total_count};
-use crate::http::body::JsonObject;
-use crate::http::conditional::{etag_of, if_match};
-use crate::http::consistency::ItemsAt;
-use crate::http::idempotency;
-use crate::http::problem::{ApiError, Problem};
-use crate::http::respond;
-use crate::http::spool::SpoolSettings;
+use crate::http::support::conditional::{etag_of, if_match};
+use crate::http::support::{
+    ApiError, ItemsAt, JsonObject, Problem, SpoolSettings, idempotency, respond,
+};
 
 /// The `{id}` of the path (C2): anything that is not a base-10 i64 names no item.
 fn path_id(request: &HttpRequest) -> Option<Id> {

@@ -12,7 +12,7 @@
 
 use items_domain::Item;
 
-use crate::http::problem::ApiError;
+use crate::http::support::ApiError;
 
 /// What comes before the id: `{"id":`.
 const BEFORE_ID: &[u8] = b"{\"id\":";

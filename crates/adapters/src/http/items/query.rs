@@ -8,7 +8,7 @@
 use items_domain::{Id, ItemQuery, Name, PageLimit};
 use serde_json::Value;
 
-use crate::http::problem::{ApiError, FieldError, Location};
+use crate::http::support::{ApiError, FieldError, Location};
 
 /// The parameters `GET /items` reads; every other one is ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,7 +18,7 @@ use actix_web::web::Bytes;
 use items_domain::{Change, Cursor, ItemChange};
 
 use super::listing_json::write_item;
-use crate::http::header_list;
+use crate::http::support::header_list;
 
 /// The media type of the change feed.
 pub(crate) const EVENT_STREAM: &str = "text/event-stream";

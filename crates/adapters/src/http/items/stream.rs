@@ -11,7 +11,7 @@
 //!   request;
 //! - the store is read at its own pace, never the client's (C12): past the
 //!   first batch, a task of the worker's reads the listing to its end into
-//!   a spool (`http/spool.rs`) and the client is served from it, so the
+//!   a spool (`http/support/spool.rs`) and the client is served from it, so the
 //!   store's connection, reader and snapshot are given back as soon as the
 //!   store has been read, however slowly the client reads;
 //! - a `HEAD`, and a `GET` whose `If-None-Match` names the current tag,
@@ -32,23 +32,22 @@ use items_domain::{Item, ItemBatch, ItemService, RepositoryError};
 
 use super::listing_json::{listed_size, surely_at_least, write_item};
 use super::total_count;
-use crate::http::compress::{self, Encoding, StreamEncoder};
-use crate::http::conditional::{listing_tag, none_match_fails};
-use crate::http::log_target::REQUEST_TARGET;
-use crate::http::problem::ApiError;
-use crate::http::respond::APPLICATION_JSON;
-use crate::http::spool::{Refused, SpoolSettings, SpoolWriter, spool};
+use crate::http::support::compression::{self, Encoding, StreamEncoder};
+use crate::http::support::conditional::{listing_tag, none_match_fails};
+use crate::http::support::respond::APPLICATION_JSON;
+use crate::http::support::spool::{Refused, SpoolWriter, spool};
+use crate::http::support::{ApiError, REQUEST_TARGET, SpoolSettings};
 use crate::report::ErrorChain;
 
 /// Listings of at least this many items are at least 1 KiB, whatever the
 /// items: their headers need no row (C7's threshold, [`surely_at_least`]).
-const SURELY_LARGE: u64 = surely_at_least(compress::MIN_BYTES);
+const SURELY_LARGE: u64 = surely_at_least(compression::MIN_BYTES);
 
 /// Answers the full listing. The `ETag` is [`listing_tag`] of the store's
 /// version, set here so the body-hashing middleware leaves the stream
 /// alone (C7); `If-None-Match` naming it, in any coding, gets 304 without a
 /// body. A listing of at least 1 KiB (known from its count, or once the
-/// first rows are read) is sent in the [`Encoding`] `compress.rs` chooses
+/// first rows are read) is sent in the [`Encoding`] [`compression`] chooses
 /// for it, compressed as it streams (C7).
 pub(super) async fn stream_all(
     service: &ItemService,

@@ -12,7 +12,7 @@ use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type}
 use utoipa::openapi::{ContentBuilder, Paths, Ref, RefOr, Required};
 use utoipa::{Modify, PartialSchema, ToSchema};
 
-use crate::http::problem::Problem;
+use crate::http::support::Problem;
 use crate::http::uploads::{PhotosForm, ProfileForm};
 
 /// Adds to the upload forms what their derive cannot say: besides the file

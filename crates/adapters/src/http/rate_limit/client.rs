@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use actix_web::dev::ServiceRequest;
 use actix_web::http::header::{self, HeaderMap};
 
-use crate::http::header_list;
+use crate::http::support::header_list;
 
 /// The rate-limit key: the client's IP address; IPv6 clients by their /56
 /// prefix (one subscriber's usual allocation, and express-rate-limit's default).

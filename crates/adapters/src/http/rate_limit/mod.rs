@@ -25,7 +25,7 @@ use actix_web::{HttpResponse, ResponseError};
 use items_domain::{Gcra, RateLimiter, Verdict, defaults};
 
 use super::metrics::RATE_LIMIT_REFUSALS;
-use super::problem::ApiError;
+use crate::http::support::ApiError;
 use crate::report::ErrorChain;
 
 mod client;

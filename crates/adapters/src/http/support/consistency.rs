@@ -6,7 +6,7 @@
 //! Every item and product route takes its use cases through [`ItemsAt`] or
 //! [`ProductsAt`]: they refuse a malformed token (400, C6) for every store,
 //! and over a store that gives positions ([`ConsistentReads`], set with
-//! [`Services::with_reads`](super::Services::with_reads)) they run the
+//! [`Services::with_reads`](crate::http::Services::with_reads)) they run the
 //! request in a scope of its own, whose report the edge reads once the
 //! route answered ([`stamp`]): the token on a 2xx, a 304 or a 404, or a 409
 //! `consistency-unmet` when no copy of the store could meet the request's

@@ -8,7 +8,7 @@
 //! stable across Rust releases and across a rolling deploy.
 //!
 //! A body's tag names its content coding too: the edge tags a body in
-//! memory in the [`Encoding`] `compress.rs` chooses for it, so a 304 names
+//! memory in the [`Encoding`] [`compression`] chooses for it, so a 304 names
 //! the tag the 200 would have carried, and `If-None-Match` matches a tag
 //! in any coding of the same representation.
 //!
@@ -26,7 +26,7 @@ use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse};
 use futures_util::future::LocalBoxFuture;
 
-use super::compress::{self, Encoding};
+use super::compression::{self, Encoding};
 use super::header_list;
 use super::problem::ApiError;
 
@@ -77,7 +77,7 @@ pub(crate) fn none_match_fails(headers: &HeaderMap, tag: &[u8]) -> bool {
         .filter(|listed| !listed.is_empty())
         .any(|listed| {
             listed == "*"
-                || compress::same_representation(listed.trim_start_matches("W/").as_bytes(), tag)
+                || compression::same_representation(listed.trim_start_matches("W/").as_bytes(), tag)
         })
 }
 
@@ -114,7 +114,7 @@ pub(crate) enum Tagged {
 /// Adds `ETag` to a successful response to a conditional request (see
 /// [`is_conditional`]) and turns it into `304 Not Modified` when
 /// `If-None-Match` names the current tag. Called by the edge
-/// ([`super::edge`]) on the routes' response.
+/// ([`crate::http::edge`]) on the routes' response.
 pub(crate) fn tag(response: ServiceResponse<BoxBody>) -> Tagged {
     if response.status() != StatusCode::OK || is_event_stream(response.headers()) {
         return Tagged::Now(response);
