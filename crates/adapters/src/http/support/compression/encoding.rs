@@ -1,8 +1,6 @@
-//! Content coding (C7): whether a response body is compressed, in which
-//! coding, under which tag, and the encoders, decided here alone. The
-//! edge (for a body in memory, [`compress`] and `conditional.rs`) and the
-//! streamed listing are each given an [`Encoding`] and apply it; neither
-//! reads `Accept-Encoding` nor the threshold itself.
+//! The decision: which coding a body is sent in, by the request's
+//! `Accept-Encoding` and the body's length, under which tag, and what its
+//! response names (`Vary`, `Content-Encoding`).
 //!
 //! Invariants:
 //! - a response body of at least [`MIN_BYTES`] is sent compressed with
@@ -22,19 +20,14 @@
 //!   `If-None-Match` with either matches ([`same_representation`]);
 //! - a stream is compressed as it streams, each chunk flushed at once
 //!   ([`StreamEncoder`]), so memory stays flat whatever the body's length.
-//!
-//! Why these levels: zstd 3, brotli 4 and gzip 5 compress a listing of
-//! items more than tenfold at a fraction of the cost of their maximum
-//! levels (docs/performance.md, "How cost grows with the collection").
-
-use std::io::Write;
 
 use actix_web::body::{BodySize, BoxBody, MessageBody};
 use actix_web::dev::ServiceResponse;
 use actix_web::http::header::{self, HeaderMap, HeaderValue};
 use actix_web::web::Bytes;
 
-use super::header_list;
+use super::encoder::{Coding, StreamEncoder};
+use crate::http::support::header_list;
 
 /// Bodies shorter than this are sent as they are (C7).
 pub(crate) const MIN_BYTES: usize = 1024;
@@ -42,46 +35,11 @@ pub(crate) const MIN_BYTES: usize = 1024;
 /// `Vary: Accept-Encoding`, on every response whose body may be compressed.
 static VARY: HeaderValue = HeaderValue::from_static("Accept-Encoding");
 
-/// A content coding the service sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Coding {
-    Zstd,
-    Brotli,
-    Gzip,
-}
-
-impl Coding {
-    /// In the server's order of preference, for ties.
-    const PREFERRED: [Self; 3] = [Self::Zstd, Self::Brotli, Self::Gzip];
-
-    /// Its name in `Accept-Encoding` and `Content-Encoding`.
-    fn name(self) -> &'static str {
-        match self {
-            Self::Zstd => "zstd",
-            Self::Brotli => "br",
-            Self::Gzip => "gzip",
-        }
-    }
-
-    /// `Content-Encoding: <name>`.
-    fn header_value(self) -> HeaderValue {
-        HeaderValue::from_static(self.name())
-    }
-
-    /// The strong tag of this coding's representation of the one whose
-    /// identity tag is `identity` (`"abc"` → `"abc-zstd"`).
-    fn tag(self, identity: &str) -> String {
-        let inner = identity.strip_suffix('"').unwrap_or(identity);
-        format!("{inner}-{}\"", self.name())
-    }
-
-    /// `bytes`, compressed whole.
-    fn encode(self, bytes: &[u8]) -> std::io::Result<Bytes> {
-        let mut encoder = StreamEncoder::new(self)?;
-        let mut out = encoder.push(bytes)?;
-        out.extend_from_slice(&encoder.finish()?);
-        Ok(Bytes::from(out))
-    }
+/// The strong tag of `coding`'s representation of the one whose identity
+/// tag is `identity` (`"abc"` → `"abc-zstd"`).
+fn tag_in(coding: Coding, identity: &str) -> String {
+    let inner = identity.strip_suffix('"').unwrap_or(identity);
+    format!("{inner}-{}\"", coding.name())
 }
 
 /// Whether `listed` (a tag from `If-None-Match`, `W/` already stripped)
@@ -199,7 +157,7 @@ impl Encoding {
     /// is, the coding's own otherwise (see the module's documentation).
     pub(crate) fn tag(self, identity: String) -> String {
         match self.coding {
-            Some(coding) => coding.tag(&identity),
+            Some(coding) => tag_in(coding, &identity),
             None => identity,
         }
     }
@@ -244,9 +202,7 @@ impl Encoding {
     pub(crate) fn stream_encoder(self) -> std::io::Result<StreamEncoder> {
         match self.coding {
             Some(coding) => StreamEncoder::new(coding),
-            None => Ok(StreamEncoder {
-                inner: Inner::Identity,
-            }),
+            None => Ok(StreamEncoder::identity()),
         }
     }
 }
@@ -274,96 +230,8 @@ pub(crate) fn compress(response: ServiceResponse<BoxBody>) -> ServiceResponse<Bo
     }
 }
 
-/// A body's encoder, fed chunk by chunk: each [`StreamEncoder::push`]
-/// returns the bytes that chunk makes, flushed so the client can decode
-/// them at once (a body sent as it is comes out as it goes in).
-pub(crate) struct StreamEncoder {
-    inner: Inner,
-}
-
-enum Inner {
-    Identity,
-    Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
-    Brotli(Box<brotli::CompressorWriter<Vec<u8>>>),
-    Gzip(flate2::write::GzEncoder<Vec<u8>>),
-}
-
-impl std::fmt::Debug for StreamEncoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamEncoder").finish_non_exhaustive()
-    }
-}
-
-/// zstd's level: its default, fast and more than tenfold on listings.
-const ZSTD_LEVEL: i32 = 3;
-/// brotli's quality and window (2^20 bytes): its fast end, bounded memory.
-const BROTLI_QUALITY: u32 = 4;
-const BROTLI_WINDOW: u32 = 20;
-/// gzip's level: between speed and ratio.
-const GZIP_LEVEL: u32 = 5;
-/// What each encoder buffers before it writes out on its own.
-const BUFFER: usize = 16 * 1024;
-
-impl StreamEncoder {
-    fn new(coding: Coding) -> std::io::Result<Self> {
-        let inner = match coding {
-            Coding::Zstd => Inner::Zstd(zstd::stream::write::Encoder::new(
-                Vec::with_capacity(BUFFER),
-                ZSTD_LEVEL,
-            )?),
-            Coding::Brotli => Inner::Brotli(Box::new(brotli::CompressorWriter::new(
-                Vec::with_capacity(BUFFER),
-                BUFFER,
-                BROTLI_QUALITY,
-                BROTLI_WINDOW,
-            ))),
-            Coding::Gzip => Inner::Gzip(flate2::write::GzEncoder::new(
-                Vec::with_capacity(BUFFER),
-                flate2::Compression::new(GZIP_LEVEL),
-            )),
-        };
-        Ok(Self { inner })
-    }
-
-    /// Encodes `chunk` and returns what it made so far, flushed.
-    pub(crate) fn push(&mut self, chunk: &[u8]) -> std::io::Result<Vec<u8>> {
-        let out = match &mut self.inner {
-            Inner::Identity => return Ok(chunk.to_vec()),
-            Inner::Zstd(encoder) => {
-                encoder.write_all(chunk)?;
-                encoder.flush()?;
-                encoder.get_mut()
-            }
-            Inner::Brotli(encoder) => {
-                encoder.write_all(chunk)?;
-                encoder.flush()?;
-                encoder.get_mut()
-            }
-            Inner::Gzip(encoder) => {
-                encoder.write_all(chunk)?;
-                encoder.flush()?;
-                encoder.get_mut()
-            }
-        };
-        Ok(std::mem::take(out))
-    }
-
-    /// Ends the stream: the last bytes.
-    pub(crate) fn finish(self) -> std::io::Result<Vec<u8>> {
-        let out = match self.inner {
-            Inner::Identity => Vec::new(),
-            Inner::Zstd(encoder) => encoder.finish()?,
-            Inner::Brotli(encoder) => encoder.into_inner(),
-            Inner::Gzip(encoder) => encoder.finish()?,
-        };
-        Ok(out)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::io::Read;
-
     use actix_web::http::header::HeaderName;
 
     use super::*;
@@ -413,11 +281,14 @@ mod tests {
     #[test]
     fn each_coding_tags_its_representation_apart_and_if_none_match_takes_either_c7() {
         let identity = "\"0123456789abcdef\"";
-        assert_eq!(Coding::Gzip.tag(identity), "\"0123456789abcdef-gzip\"");
-        assert_ne!(Coding::Zstd.tag(identity), Coding::Brotli.tag(identity));
+        assert_eq!(tag_in(Coding::Gzip, identity), "\"0123456789abcdef-gzip\"");
+        assert_ne!(
+            tag_in(Coding::Zstd, identity),
+            tag_in(Coding::Brotli, identity)
+        );
         for coding in Coding::PREFERRED {
             assert!(same_representation(
-                coding.tag(identity).as_bytes(),
+                tag_in(coding, identity).as_bytes(),
                 identity.as_bytes()
             ));
         }
@@ -433,48 +304,6 @@ mod tests {
             b"\"0123456789abcdee\"",
             identity.as_bytes()
         ));
-    }
-
-    fn decoded(coding: Coding, bytes: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        match coding {
-            Coding::Zstd => {
-                zstd::stream::read::Decoder::new(bytes)
-                    .unwrap()
-                    .read_to_end(&mut out)
-                    .unwrap();
-            }
-            Coding::Brotli => {
-                brotli::Decompressor::new(bytes, 4096)
-                    .read_to_end(&mut out)
-                    .unwrap();
-            }
-            Coding::Gzip => {
-                flate2::read::GzDecoder::new(bytes)
-                    .read_to_end(&mut out)
-                    .unwrap();
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn a_stream_compressed_chunk_by_chunk_decodes_to_its_bytes_c7() {
-        let chunk = b"{\"id\":1,\"name\":\"item-00000000001\"},".repeat(200);
-        for coding in Coding::PREFERRED {
-            let mut encoder = StreamEncoder::new(coding).unwrap();
-            let mut sent = Vec::new();
-            for _ in 0..5 {
-                let out = encoder.push(&chunk).unwrap();
-                assert!(!out.is_empty(), "{coding:?}: each chunk is flushed");
-                sent.extend_from_slice(&out);
-            }
-            sent.extend_from_slice(&encoder.finish().unwrap());
-            assert_eq!(decoded(coding, &sent), chunk.repeat(5), "{coding:?}");
-            assert!(sent.len() * 5 < chunk.len() * 5, "{coding:?} compresses");
-            let whole = coding.encode(&chunk).unwrap();
-            assert_eq!(decoded(coding, &whole), chunk, "{coding:?}");
-        }
     }
 
     #[test]
