@@ -18,7 +18,7 @@ use items_domain::HealthCheck;
 use serde_json::{Map, Value, json};
 
 use super::api_docs::{self, ApiDocs, Served};
-use super::connection::close_when_done;
+use super::edge::close_when_done;
 use super::metrics::READY;
 use super::routes;
 use crate::http::support::Draining;

@@ -9,8 +9,6 @@
 pub mod admin;
 mod api_docs;
 mod auxiliary;
-mod connection;
-mod cors;
 mod edge;
 mod front_door;
 mod items;
@@ -18,9 +16,6 @@ pub mod metrics;
 mod multipart;
 pub mod openapi;
 mod products;
-mod rate_limit;
-mod request_log;
-mod request_trace;
 mod routes;
 mod server;
 mod support;
@@ -37,11 +32,11 @@ use items_domain::{
 
 pub use admin::{AdminServer, Readiness, RenderMetrics};
 pub use api_docs::ApiDocs;
-pub use edge::CLIENT_CLOSED;
+pub use edge::{
+    CLIENT_CLOSED, RateLimitSettings, RequestLog, RequestRecord, RequestTracer, TraceIds,
+    TracingRequestLog,
+};
 pub use items::changes::ChangeStreamSettings;
-pub use rate_limit::RateLimitSettings;
-pub use request_log::{RequestLog, RequestRecord, TracingRequestLog};
-pub use request_trace::{RequestTracer, TraceIds};
 pub use routes::route_table;
 pub use server::{DEFAULT_SEND_TIMEOUT, HttpServer, HttpServerHandle};
 pub use support::{BodyLimits, Draining, REQUEST_TARGET, SpoolSettings, problem};

@@ -11,11 +11,10 @@ use actix_web::dev::ServerHandle;
 use actix_web::{App, web};
 use parking_lot::Mutex;
 
-use super::edge::{Edge, EdgeLayer};
+use super::edge::{self, Edge, EdgeLayer, Limiter, RateLimitSettings};
 use super::front_door::FrontDoor;
 use super::items::changes::ChangeStreams;
 use super::metrics::RequestMetrics;
-use super::rate_limit::{Limiter, RateLimitSettings};
 use super::routes;
 use super::uploads::{UploadLimits, Uploads};
 use super::{HttpSettings, Services};
@@ -129,7 +128,7 @@ impl HttpServer {
             });
             // One layer around the routes: connection fate, metrics, CORS,
             // the limiter, ETags, nosniff and the log line, in the order
-            // `edge.rs` explains.
+            // `edge/layer.rs` explains.
             App::new()
                 .app_data(items.clone())
                 .app_data(changes.clone())
@@ -210,7 +209,7 @@ impl Default for HttpSettings {
             changes: super::ChangeStreamSettings::default(),
             rate_limit: RateLimitSettings::default(),
             draining: super::Draining::default(),
-            request_log: super::request_log::default_sink(),
+            request_log: edge::default_request_log(),
             tracer: None,
             spool: super::SpoolSettings::default(),
             send_timeout: DEFAULT_SEND_TIMEOUT,

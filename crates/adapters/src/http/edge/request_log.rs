@@ -5,13 +5,14 @@
 //! `INFO` on the target [`REQUEST_TARGET`], so any subscriber, a test's or an
 //! embedder's, sees it as it sees every other event. A program that owns its
 //! log can hand the edge a [`RequestLog`] of its own through
-//! [`super::HttpSettings::request_log`]: the `items-service` binary writes
-//! its text lines straight into its log buffers, since an event's trip
-//! through the subscriber (the dispatch through every layer, then a visit of
-//! each field) cost ~1,900 instructions of a `GET /` even behind a fast
-//! formatter, against 630 for the direct line, where a bare actix-web
-//! handler serves the whole request in 17,000 (callgrind; docs/performance.md
-//! "The HTTP edge and the request log, measured").
+//! [`HttpSettings::request_log`](crate::http::HttpSettings::request_log):
+//! the `items-service` binary writes its text lines straight into its log
+//! buffers, since an event's trip through the subscriber (the dispatch
+//! through every layer, then a visit of each field) cost ~1,900
+//! instructions of a `GET /` even behind a fast formatter, against 630 for
+//! the direct line, where a bare actix-web handler serves the whole request
+//! in 17,000 (callgrind; docs/performance.md "The HTTP edge and the request
+//! log, measured").
 
 use std::fmt;
 use std::sync::Arc;
@@ -20,6 +21,11 @@ use std::time::Instant;
 use super::request_trace::TraceIds;
 use crate::http::support::REQUEST_TARGET;
 
+/// The status logged for a request whose client closed or reset the
+/// connection before the response was ready: nginx's 499 "client closed
+/// request". It is never sent (nobody is there to read it).
+pub const CLIENT_CLOSED: u16 = 499;
+
 /// What the log is told about one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestRecord<'a> {
@@ -27,7 +33,7 @@ pub struct RequestRecord<'a> {
     pub method: &'a str,
     /// The request's path, without its query.
     pub path: &'a str,
-    /// The response's status; [`super::CLIENT_CLOSED`] when the client went
+    /// The response's status; [`CLIENT_CLOSED`] when the client went
     /// away before a response was ready.
     pub status: u16,
     /// From the request's arrival to its response (or to the client's
@@ -44,7 +50,7 @@ pub struct RequestRecord<'a> {
 impl RequestRecord<'_> {
     /// Whether the client went away before the response was ready.
     pub fn client_went_away(&self) -> bool {
-        self.status == super::CLIENT_CLOSED
+        self.status == CLIENT_CLOSED
     }
 }
 

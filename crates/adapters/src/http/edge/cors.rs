@@ -1,4 +1,4 @@
-//! CORS (C8), as plain functions the edge calls ([`super::edge`]).
+//! CORS (C8), as plain functions [the edge](super) calls.
 //!
 //! The service allows any origin, without credentials
 //! (`Access-Control-Allow-Origin: *`), its own methods, any request header,

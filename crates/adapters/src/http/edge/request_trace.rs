@@ -4,7 +4,8 @@
 //! attributes, continuing the trace an incoming W3C `traceparent` names.
 //!
 //! Invariants:
-//! - with no [`RequestTracer`] in [`super::HttpSettings::tracer`] (traces
+//! - with no [`RequestTracer`] in
+//!   [`HttpSettings::tracer`](crate::http::HttpSettings::tracer) (traces
 //!   off) the edge makes no span and pays one `Option` check;
 //! - what needs OpenTelemetry's own types (reading `traceparent` and
 //!   `tracestate`, the span's ids, renaming a started span) is the
@@ -135,7 +136,7 @@ impl TracedRequest {
 /// The method as the conventions name it: a standard one as is, any other
 /// `_OTHER`, so clients cannot mint span names.
 fn method_name(method: &Method) -> &'static str {
-    match super::metrics::method_label(method) {
+    match crate::http::metrics::method_label(method) {
         "other" => "_OTHER",
         known => known,
     }

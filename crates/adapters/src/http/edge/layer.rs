@@ -34,7 +34,7 @@
 //! (docs/performance.md "The HTTP edge and the request log, measured").
 //!
 //! [`connection`]: super::connection
-//! [`metrics`]: super::metrics
+//! [`metrics`]: crate::http::metrics
 //! [`cors`]: super::cors
 //! [`rate_limit`]: super::rate_limit
 //! [`conditional`]: crate::http::support::conditional
@@ -56,18 +56,13 @@ use tracing::Instrument;
 
 use super::connection;
 use super::cors;
-use super::metrics::RequestMetrics;
 use super::rate_limit::{Admission, Limiter};
-use super::request_log::{RequestLog, RequestRecord};
+use super::request_log::{CLIENT_CLOSED, RequestLog, RequestRecord};
 use super::request_trace::{RequestTracer, TracedRequest};
+use crate::http::metrics::RequestMetrics;
 use crate::http::support::compression;
 use crate::http::support::conditional::{self, Tagged};
 use crate::http::support::{Draining, consistency};
-
-/// The status logged for a request whose client closed or reset the
-/// connection before the response was ready: nginx's 499 "client closed
-/// request". It is never sent (nobody is there to read it).
-pub const CLIENT_CLOSED: u16 = 499;
 
 /// The request line still to be written; written on drop as
 /// [`CLIENT_CLOSED`] when the request's future is dropped before a response.

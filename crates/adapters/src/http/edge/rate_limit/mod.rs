@@ -1,5 +1,5 @@
 //! Rate limiting (C9) at the HTTP edge: the settings, the admission that
-//! spends a client's budget (called by the edge, [`super::edge`], right
+//! spends a client's budget (called by [the edge](super), right
 //! before routing), and the standard `RateLimit-*` headers (never
 //! `X-RateLimit-*`). Who the client is comes from `client.rs`.
 //!
@@ -24,7 +24,7 @@ use actix_web::web::{Bytes, BytesMut};
 use actix_web::{HttpResponse, ResponseError};
 use items_domain::{Gcra, RateLimiter, Verdict, defaults};
 
-use super::metrics::RATE_LIMIT_REFUSALS;
+use crate::http::metrics::RATE_LIMIT_REFUSALS;
 use crate::http::support::ApiError;
 use crate::report::ErrorChain;
 
