@@ -8,19 +8,14 @@
 
 pub mod admin;
 mod api_docs;
-mod auxiliary;
 mod edge;
 mod front_door;
-mod items;
 pub mod metrics;
-mod multipart;
 pub mod openapi;
-mod products;
+mod resources;
 mod routes;
 mod server;
 mod support;
-mod uploads;
-mod users;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,11 +31,10 @@ pub use edge::{
     CLIENT_CLOSED, RateLimitSettings, RequestLog, RequestRecord, RequestTracer, TraceIds,
     TracingRequestLog,
 };
-pub use items::changes::ChangeStreamSettings;
+pub use resources::{ChangeStreamSettings, UploadLimits};
 pub use routes::route_table;
 pub use server::{DEFAULT_SEND_TIMEOUT, HttpServer, HttpServerHandle};
 pub use support::{BodyLimits, Draining, REQUEST_TARGET, SpoolSettings, problem};
-pub use uploads::UploadLimits;
 
 /// The use cases the HTTP adapter drives.
 #[derive(Clone)]

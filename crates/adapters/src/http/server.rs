@@ -13,10 +13,9 @@ use parking_lot::Mutex;
 
 use super::edge::{self, Edge, EdgeLayer, Limiter, RateLimitSettings};
 use super::front_door::FrontDoor;
-use super::items::changes::ChangeStreams;
 use super::metrics::RequestMetrics;
+use super::resources::{ChangeStreams, UploadLimits, Uploads};
 use super::routes;
-use super::uploads::{UploadLimits, Uploads};
 use super::{HttpSettings, Services};
 use crate::http::support::{BodyLimits, consistency};
 

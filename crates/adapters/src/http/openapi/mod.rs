@@ -22,7 +22,7 @@
 use utoipa::openapi::RefOr;
 use utoipa::{Modify, OpenApi};
 
-use super::{auxiliary, items, products, uploads, users};
+use crate::http::resources::{auxiliary, items, products, uploads, users};
 
 mod steps;
 

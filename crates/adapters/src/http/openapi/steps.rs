@@ -12,8 +12,8 @@ use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type}
 use utoipa::openapi::{ContentBuilder, Paths, Ref, RefOr, Required};
 use utoipa::{Modify, PartialSchema, ToSchema};
 
+use crate::http::resources::uploads::{PhotosForm, ProfileForm};
 use crate::http::support::Problem;
-use crate::http::uploads::{PhotosForm, ProfileForm};
 
 /// Adds to the upload forms what their derive cannot say: besides the file
 /// field, any number of text fields (echoed in `fields`). A part's name

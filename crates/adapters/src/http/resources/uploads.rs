@@ -64,7 +64,7 @@ impl Uploads {
         let session = self.service.session(policy(self.limits.max_file_bytes));
         let upload =
             multipart::receive(session, request, payload, self.limits.idle_timeout).await?;
-        super::metrics::count_uploaded_bytes(upload.files.total_bytes());
+        crate::http::metrics::count_uploaded_bytes(upload.files.total_bytes());
         Ok(upload)
     }
 }

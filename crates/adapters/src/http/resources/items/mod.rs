@@ -11,7 +11,7 @@
 //!   its frames and how a request asks for it;
 //! - [`errors`]: the HTTP answer to each failure of the item use cases.
 
-pub(crate) mod changes;
+mod changes;
 mod dto;
 mod errors;
 pub(crate) mod handlers;
@@ -19,6 +19,9 @@ mod listing_json;
 mod query;
 mod sse;
 mod stream;
+
+pub use changes::ChangeStreamSettings;
+pub(crate) use changes::ChangeStreams;
 
 use actix_web::http::header::{HeaderName, HeaderValue};
 
