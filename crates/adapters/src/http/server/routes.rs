@@ -15,7 +15,7 @@
 use actix_web::http::header;
 use actix_web::{FromRequest, Handler, HttpResponse, Responder, web};
 
-use super::resources::{auxiliary, items, products, uploads, users};
+use crate::http::resources::{auxiliary, items, products, uploads, users};
 use crate::http::support::ApiError;
 
 /// Every route of the service (spec §4): one [`Resource`] per path.

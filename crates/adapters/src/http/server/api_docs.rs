@@ -4,7 +4,7 @@
 //! network at build or run time).
 //!
 //! Invariants:
-//! - `/openapi.json` is [`super::openapi::openapi_json`], computed once;
+//! - `/openapi.json` is [`openapi_json`](crate::http::openapi::openapi_json), computed once;
 //! - the page's "Try it out" sends its requests to the public port, on the
 //!   host the page was loaded from (the document names no server, and the
 //!   admin port serves none of its routes); the public port answers them
@@ -44,7 +44,7 @@ pub(crate) struct Served {
 impl Served {
     pub(crate) fn new(docs: &ApiDocs) -> Self {
         Self {
-            openapi: Bytes::from(super::openapi::openapi_json()),
+            openapi: Bytes::from(crate::http::openapi::openapi_json()),
             page: Bytes::from(page(docs.public_port)),
             config: Arc::new(Config::from(OPENAPI_PATH)),
         }

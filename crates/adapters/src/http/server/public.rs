@@ -1,5 +1,5 @@
-//! Building and running the HTTP server: the middleware stack, the timeouts
-//! and graceful shutdown.
+//! The public server: binding it, the edge around the routes, the
+//! timeouts and graceful shutdown.
 
 use std::future::Future;
 use std::net::TcpListener;
@@ -11,26 +11,24 @@ use actix_web::dev::ServerHandle;
 use actix_web::{App, web};
 use parking_lot::Mutex;
 
-use super::edge::{self, Edge, EdgeLayer, Limiter, RateLimitSettings};
 use super::front_door::FrontDoor;
-use super::metrics::RequestMetrics;
-use super::resources::{ChangeStreams, UploadLimits, Uploads};
 use super::routes;
-use super::{HttpSettings, Services};
-use crate::http::support::{BodyLimits, consistency};
+use super::services::Services;
+use super::settings::HttpSettings;
+use crate::http::edge::{Edge, EdgeLayer, Limiter};
+use crate::http::metrics::RequestMetrics;
+use crate::http::resources::{ChangeStreams, Uploads};
+use crate::http::support::consistency;
 
 /// How long a client may take to send its request head, and how long an
 /// idle keep-alive connection is kept. Both are actix-web's defaults, set
-/// here on purpose: together with [`BodyLimits::read_timeout`] they bound how
+/// here on purpose: together with
+/// [`BodyLimits::read_timeout`](crate::http::BodyLimits::read_timeout) they bound how
 /// long a slow or silent client can hold a connection.
 const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
 /// C1: requests in flight get up to 30 s to finish after SIGINT/SIGTERM.
 const SHUTDOWN_GRACE_SECS: u64 = 30;
-/// C12: a client that reads nothing of a response for this long is
-/// disconnected, unless `SEND_TIMEOUT_MS` says otherwise.
-pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// A bound, not yet running, HTTP server.
 pub struct HttpServer {
     server: actix_web::dev::Server,
@@ -195,23 +193,5 @@ impl HttpServer {
     /// Serves until shutdown completes.
     pub async fn run(self) -> std::io::Result<()> {
         self.server.await
-    }
-}
-
-/// The service's defaults (C1), one worker per core.
-impl Default for HttpSettings {
-    fn default() -> Self {
-        Self {
-            body_limits: BodyLimits::default(),
-            workers: std::thread::available_parallelism().map_or(1, usize::from),
-            upload_limits: UploadLimits::default(),
-            changes: super::ChangeStreamSettings::default(),
-            rate_limit: RateLimitSettings::default(),
-            draining: super::Draining::default(),
-            request_log: edge::default_request_log(),
-            tracer: None,
-            spool: super::SpoolSettings::default(),
-            send_timeout: DEFAULT_SEND_TIMEOUT,
-        }
     }
 }

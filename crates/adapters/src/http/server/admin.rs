@@ -18,9 +18,9 @@ use items_domain::HealthCheck;
 use serde_json::{Map, Value, json};
 
 use super::api_docs::{self, ApiDocs, Served};
-use super::edge::close_when_done;
-use super::metrics::READY;
 use super::routes;
+use crate::http::edge::close_when_done;
+use crate::http::metrics::READY;
 use crate::http::support::Draining;
 use crate::report::ErrorChain;
 
