@@ -8,8 +8,8 @@ use items_domain::{Id, Item, ItemQuery};
 
 use super::dto::{ItemBody, ItemDto};
 use super::listing_json::item_json;
-use super::query::ListParams;
-use super::{changes, sse, stream, total_count};
+use super::query::{ListParams, total_count};
+use super::{changes, sse, stream};
 use crate::http::support::conditional::{etag_of, if_match};
 use crate::http::support::{
     ApiError, ItemsAt, JsonObject, Problem, SpoolSettings, idempotency, respond,

@@ -3,7 +3,8 @@
 //!
 //! - [`handlers`]: the five operations and their OpenAPI descriptions;
 //! - [`dto`]: the request body and the item as JSON, with their schemas;
-//! - [`query`]: the query of `GET /items` (C10) and its `next` link;
+//! - [`query`]: the query of `GET /items` (C10), its `next` link and its
+//!   `X-Total-Count`;
 //! - [`listing_json`]: the hand-written item JSON of the listing and of
 //!   `GET /items/{id}`, byte for byte what serde_json writes;
 //! - [`stream`]: the full listing streamed a batch at a time;
@@ -22,15 +23,3 @@ mod stream;
 
 pub use changes::ChangeStreamSettings;
 pub(crate) use changes::ChangeStreams;
-
-use actix_web::http::header::{HeaderName, HeaderValue};
-
-/// The `X-Total-Count` header of `GET /items` (C10): how many items match
-/// the query in the whole collection. Pages and the streamed full listing
-/// both send it, built here.
-fn total_count(total: u64) -> (HeaderName, HeaderValue) {
-    (
-        HeaderName::from_static("x-total-count"),
-        HeaderValue::from(total),
-    )
-}

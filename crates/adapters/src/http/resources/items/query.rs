@@ -1,10 +1,12 @@
 //! The query of `GET /items` (C10): `limit`, `after` and `name`, each
-//! checked, every refusal reported, and the `next` link of a page.
+//! checked, every refusal reported; the `next` link of a page, and the
+//! `X-Total-Count` of a page or of the whole listing.
 //!
 //! Any other parameter is ignored, as unknown body fields are (C3): a
 //! client or proxy that adds one (a cache buster, a tracking tag) still
 //! gets the listing it asked for, and never a name filter it did not ask for.
 
+use actix_web::http::header::{HeaderName, HeaderValue};
 use items_domain::{Id, ItemQuery, Name, PageLimit};
 use serde_json::Value;
 
@@ -113,6 +115,16 @@ impl ListParams {
         link.push_str(">; rel=\"next\"");
         Some(link)
     }
+}
+
+/// The `X-Total-Count` header of `GET /items` (C10): how many items match
+/// the query in the whole collection. Pages and the streamed full listing
+/// both send it.
+pub(super) fn total_count(total: u64) -> (HeaderName, HeaderValue) {
+    (
+        HeaderName::from_static("x-total-count"),
+        HeaderValue::from(total),
+    )
 }
 
 #[cfg(test)]

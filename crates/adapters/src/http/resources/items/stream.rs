@@ -31,7 +31,7 @@ use futures_util::{Stream, StreamExt};
 use items_domain::{Item, ItemBatch, ItemService, RepositoryError};
 
 use super::listing_json::{listed_size, surely_at_least, write_item};
-use super::total_count;
+use super::query::total_count;
 use crate::http::support::compression::{self, Encoding, StreamEncoder};
 use crate::http::support::conditional::{listing_tag, none_match_fails};
 use crate::http::support::respond::APPLICATION_JSON;
