@@ -11,7 +11,7 @@ use super::pool;
 use super::store::PostgresStore;
 
 /// How long the readiness ping may take: under the readiness probe's own
-/// bound of 1 s (`http/admin.rs`), so a ping that cannot answer says why
+/// bound of 1 s (`http/server/admin.rs`), so a ping that cannot answer says why
 /// (a fenced host, what each host did) rather than just "no answer".
 const PING_WITHIN: Duration = Duration::from_millis(900);
 

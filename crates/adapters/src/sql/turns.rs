@@ -17,7 +17,7 @@
 //! Why no budget on the wait itself: a listing of ten million items reads
 //! for seconds, and a second one asked meanwhile would get 503 however
 //! healthy the store. The HTTP adapter reads a listing at the store's pace
-//! into its spool (`http/spool.rs`), so a turn lasts as long as the store
+//! into its spool (`http/support/spool.rs`), so a turn lasts as long as the store
 //! takes, never as long as a client does.
 
 use std::sync::Arc;

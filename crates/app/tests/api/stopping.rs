@@ -1,7 +1,7 @@
 //! Stopping an embedded server through its handle (C1): the port stops
 //! listening as soon as actix-server lets the listener go, even while a
 //! request is still in flight. The second handle the shutdown keeps on the
-//! socket (`http/front_door.rs`) must not hold the port open with nobody
+//! socket (`http/server/front_door.rs`) must not hold the port open with nobody
 //! accepting: a client would then connect and wait for nothing.
 
 use std::net::TcpListener;

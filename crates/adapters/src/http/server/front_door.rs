@@ -67,7 +67,7 @@ impl FrontDoor {
     /// A handle on `listener`'s socket. It keeps the socket listening while
     /// it lives, so it is dropped as a stop begins: after closing the door
     /// on the shutdown signal, or at once on a stop through the server's
-    /// handle (`server.rs`).
+    /// handle (`public.rs`).
     pub(crate) fn of(listener: &TcpListener) -> std::io::Result<Self> {
         Ok(Self(Socket::from(listener.try_clone()?)))
     }

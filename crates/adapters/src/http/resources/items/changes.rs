@@ -24,8 +24,8 @@
 //!
 //! The stream is one request for the rate limiter and gets the CORS
 //! headers from the edge like every response; it is never compressed, and
-//! has no `ETag` (it is no fixed representation): `conditional.rs` leaves
-//! an event stream alone.
+//! has no `ETag` (it is no fixed representation): `support/conditional.rs`
+//! leaves an event stream alone.
 
 use std::pin::Pin;
 use std::sync::Arc;
