@@ -12,8 +12,10 @@
 //!    [`rate_limit`];
 //! 5. the routes answer, an item or product answer of a store that gives
 //!    positions with its `Consistency-Token` (C13) — [`consistency`]; a
-//!    `200` to a `GET`/`HEAD` gets its `ETag`, or becomes a `304` (C7) —
-//!    [`conditional`];
+//!    `200` to a `GET`/`HEAD` gets its `ETag`, in the content coding chosen
+//!    for its body, or becomes a `304` (C7) — [`conditional`]; the answer
+//!    to another method is compressed as the same rules say (C7) —
+//!    [`compression`];
 //! 6. every answer but a preflight's gets the CORS headers, a `429`
 //!    included (C8) — [`cors`];
 //! 7. every response is marked `nosniff` (C4) and logged in one line, also
@@ -39,6 +41,7 @@
 //! [`rate_limit`]: super::rate_limit
 //! [`conditional`]: crate::http::support::conditional
 //! [`consistency`]: crate::http::support::consistency
+//! [`compression`]: crate::http::support::compression
 //! [`request_trace`]: super::request_trace
 
 use std::future::{Ready, ready};
