@@ -4,7 +4,8 @@
 //! network at build or run time).
 //!
 //! Invariants:
-//! - `/openapi.json` is [`openapi_json`](crate::http::openapi::openapi_json), computed once;
+//! - `/openapi.json` is
+//!   [`openapi_json`](crate::http::openapi::openapi_json), computed once;
 //! - the page's "Try it out" sends its requests to the public port, on the
 //!   host the page was loaded from (the document names no server, and the
 //!   admin port serves none of its routes); the public port answers them

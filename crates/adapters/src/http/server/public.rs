@@ -23,8 +23,8 @@ use crate::http::support::consistency;
 /// How long a client may take to send its request head, and how long an
 /// idle keep-alive connection is kept. Both are actix-web's defaults, set
 /// here on purpose: together with
-/// [`BodyLimits::read_timeout`](crate::http::BodyLimits::read_timeout) they bound how
-/// long a slow or silent client can hold a connection.
+/// [`BodyLimits::read_timeout`](crate::http::BodyLimits::read_timeout) they
+/// bound how long a slow or silent client can hold a connection.
 const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
 /// C1: requests in flight get up to 30 s to finish after SIGINT/SIGTERM.

@@ -11,9 +11,9 @@
 //!   request;
 //! - the store is read at its own pace, never the client's (C12): past the
 //!   first batch, a task of the worker's reads the listing to its end into
-//!   a spool (`http/support/spool.rs`) and the client is served from it, so the
-//!   store's connection, reader and snapshot are given back as soon as the
-//!   store has been read, however slowly the client reads;
+//!   a spool (`http/support/spool.rs`) and the client is served from it,
+//!   so the store's connection, reader and snapshot are given back as soon
+//!   as the store has been read, however slowly the client reads;
 //! - a `HEAD`, and a `GET` whose `If-None-Match` names the current tag,
 //!   read no row (C12: `HEAD` costs only the headers): the listing's head
 //!   (version and total) decides every header, except for a listing too
@@ -167,8 +167,9 @@ impl Shape {
 }
 
 /// Reads the listing's `rest` to its end at the store's pace, writing each
-/// batch (as JSON, through `encoder`) into the spool, then the array's end. Lets go of the store as soon as it is read, or as soon
-/// as the client is gone.
+/// batch (as JSON, through `encoder`) into the spool, then the array's
+/// end. Lets go of the store as soon as it is read, or as soon as the
+/// client is gone.
 async fn read_the_rest(
     mut rest: BoxStream<'static, ItemBatch>,
     mut items: Items,
