@@ -25,7 +25,7 @@
 
 use items_domain::{Name, Price, RepositoryError};
 
-use super::Operation;
+use super::operation::Operation;
 use crate::postgres::decode::column;
 use crate::postgres::pool::Lease;
 

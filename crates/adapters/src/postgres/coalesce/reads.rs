@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use items_domain::{Position, RepositoryError};
 use tokio::time::Instant;
 
-use super::Operation;
+use super::operation::Operation;
 use crate::postgres::decode;
 use crate::postgres::pool::Lease;
 use crate::postgres::positions::{self, POSITION};

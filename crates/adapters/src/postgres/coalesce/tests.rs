@@ -13,7 +13,9 @@ use items_domain::{
 };
 use items_testkit::postgres::{ScratchDatabase, test_database_url, test_server_address};
 
-use super::{Coalescer, PIPELINE_DEPTH, statement_slots};
+use super::coalescer::Coalescer;
+use super::limits::{PIPELINE_DEPTH, statement_slots};
+use super::operation::Operation;
 use crate::postgres::pool::{Lease, lease};
 use crate::postgres::{PostgresSettings, PostgresStore, PostgresUrl};
 
@@ -61,7 +63,7 @@ pub(super) async fn hold_all(store: &PostgresStore, pool_size: u32) -> Vec<Lease
 }
 
 /// Waits until `count` requests are queued in `coalescer`.
-pub(super) async fn until_queued<O: super::Operation>(coalescer: &Coalescer<O>, count: usize) {
+pub(super) async fn until_queued<O: Operation>(coalescer: &Coalescer<O>, count: usize) {
     for _ in 0..10_000 {
         if coalescer.queued() >= count {
             return;

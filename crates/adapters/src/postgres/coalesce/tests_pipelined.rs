@@ -6,7 +6,7 @@ use std::time::Duration;
 use items_domain::{Id, ItemRepository};
 use items_testkit::tcp_proxy::TcpProxy;
 
-use super::PIPELINE_DEPTH;
+use super::limits::PIPELINE_DEPTH;
 use super::tests::{name, scratch, server_address, store, through};
 
 /// Waits until the reads have sent `count` statements in all.
