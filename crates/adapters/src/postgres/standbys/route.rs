@@ -12,8 +12,8 @@ use items_domain::Position;
 use tokio::time::Instant;
 
 use super::super::positions::meets;
-use super::Standbys;
-use super::tracker::Seen;
+use super::pools::Standbys;
+use super::seen::Seen;
 
 /// Counts a read waiting for a standby while it lives.
 struct Waiting<'a>(&'a Standbys);

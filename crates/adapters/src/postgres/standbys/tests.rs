@@ -7,8 +7,9 @@ use std::time::Duration;
 use items_domain::Position;
 use tokio::time::Instant;
 
-use super::tracker::Seen;
-use super::{StandbySettings, Standbys};
+use super::pools::Standbys;
+use super::seen::Seen;
+use super::settings::StandbySettings;
 use crate::postgres::PostgresUrl;
 
 fn standbys(count: usize, wait: Duration) -> Arc<Standbys> {
