@@ -3,7 +3,7 @@
 //! For each folder (`migrations` for PostgreSQL, `migrations_sqlite`) it
 //! writes `$OUT_DIR/migrations.rs`, one list of every
 //! `<version>_<description>.sql` file in version order, each file's SQL
-//! taken with `include_str!`; `sql/migrations/mod.rs` includes it. The
+//! taken with `include_str!`; `sql/migrations/embedded.rs` includes it. The
 //! files are read as `sqlx::migrate!` read them (the version before the
 //! first `_`, the rest without `.sql` and with `_` read as a space), so a
 //! database moves between this build and one that migrated with sqlx.

@@ -18,7 +18,9 @@ use std::time::Instant;
 
 use tokio_postgres::Client;
 
-use super::{MigrateError, Migration, POSTGRES, Recorded, plan};
+use super::embedded::{Migration, POSTGRES};
+use super::errors::MigrateError;
+use super::plan::{Recorded, plan};
 
 /// sqlx 0.8's table, statement for statement, so either can create it.
 const CREATE_TABLE: &str = "

@@ -14,7 +14,9 @@ use std::time::Instant;
 
 use rusqlite::{Connection, OptionalExtension as _, TransactionBehavior, params};
 
-use super::{MigrateError, Migration, Recorded, SQLITE, plan};
+use super::embedded::{Migration, SQLITE};
+use super::errors::MigrateError;
+use super::plan::{Recorded, plan};
 
 /// sqlx 0.8's table, statement for statement, so either can create it.
 const CREATE_TABLE: &str = "

@@ -4,9 +4,16 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::error::Error;
 use std::path::{Path, PathBuf};
 
-use super::*;
+use super::embedded::Migration;
+#[cfg(feature = "postgres")]
+use super::embedded::POSTGRES;
+#[cfg(feature = "sqlite")]
+use super::embedded::SQLITE;
+use super::errors::{MigrateError, one_line};
+use super::plan::{Recorded, plan};
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
