@@ -7,10 +7,13 @@
 # Missing system packages are named, then installed with apt-get as root;
 # --no-install (or ITEMS_NO_INSTALL=1) stops with the list instead.
 #
-# The PostgreSQL tests use TEST_DATABASE_URL; it defaults to the server every
-# machine of this project runs (127.0.0.1:5432, trust auth), and the suite
-# stops here, loudly, when that server does not answer — a skipped database
-# test must never look like a passed one.
+# The PostgreSQL tests use TEST_DATABASE_URL; it defaults to the server on
+# 127.0.0.1:5432 (trust auth), and the Redis tests use 127.0.0.1:6379. When
+# nothing answers there, the suite starts throwaway servers of its own and
+# stops them when it ends (scripts/lib/test-servers.sh), so a fresh clone
+# on a bare machine runs every test; with ITEMS_REQUIRE_MACHINE_SERVICES=1
+# (CI) it stops here, loudly, instead. A skipped database test must never
+# look like a passed one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,19 +30,9 @@ bash scripts/install-test-deps.sh
 
 export TEST_DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
-if ! timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/5432' 2>/dev/null && [[ "$TEST_DATABASE_URL" == *127.0.0.1:5432* ]]; then
-  echo "PostgreSQL is not answering on 127.0.0.1:5432 (needed by TEST_DATABASE_URL=$TEST_DATABASE_URL)." >&2
-  echo "Start it with: pg_ctlcluster --skip-systemctl-redirect \$(ls /etc/postgresql) main start" >&2
-  exit 1
-fi
-
-# Redis, for the shared rate limiter's tests and the fleet test: the same
-# rule, a missing server stops the suite rather than skipping those tests.
-if ! timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/6379' 2>/dev/null; then
-  echo "Redis is not answering on 127.0.0.1:6379 (needed by the rate-limit and fleet tests)." >&2
-  echo "Start it with: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no" >&2
-  exit 1
-fi
+source scripts/lib/test-servers.sh
+trap stop_test_servers EXIT
+ensure_test_servers "$TEST_DATABASE_URL"
 
 # The slowloris tests hold 500 connections at both ends in one process: lift
 # the soft descriptor limit (often 1024) to the hard one.
@@ -55,6 +48,7 @@ cargo test --workspace
 bash scripts/readme-examples.sh
 bash scripts/tests/schemathesis-script.sh
 bash scripts/tests/install-test-deps.sh
+bash scripts/tests/test-servers.sh
 bash scripts/tests/systemd-unit.sh
 bash scripts/schemathesis.sh
 release_binary="$(source scripts/lib/service.sh && cargo_binary --release)"
