@@ -61,10 +61,11 @@ own_servers_dir() {
 }
 
 # Runs a PostgreSQL program: as the postgres user when root (initdb and
-# postgres refuse to run as root), as the caller otherwise.
+# postgres refuse to run as root), from a directory that user may enter (a
+# clone under /root is closed to it), as the caller otherwise.
 as_postgres() {
   if ((EUID == 0)); then
-    setpriv --reuid=postgres --regid=postgres --clear-groups "$@"
+    (cd "$test_servers_dir" && exec setpriv --reuid=postgres --regid=postgres --clear-groups "$@")
   else
     "$@"
   fi
