@@ -222,9 +222,12 @@ EOF
   return 0
 }
 
+# From the node's own directory: Patroni's worker processes first change
+# to the directory it started in, and as postgres they cannot enter a
+# clone under /root (the bootstrap then never ends).
 start_patroni() {
   local node=$1
-  "${clean_env[@]}" HOME="$work/$node" "${as_postgres[@]}" patroni "$work/$node/patroni.yml" \
+  (cd "$work/$node" && exec "${clean_env[@]}" HOME="$work/$node" "${as_postgres[@]}" patroni "$work/$node/patroni.yml") \
     >> "$work/$node/patroni.log" 2>&1 &
   patroni_pid[$node]=$!
 }
