@@ -33,7 +33,8 @@
 #    and the fetched crates so the suite starts as on a fresh clone, the
 #    README's test command (`bash scripts/test.sh`), which installs the
 #    Debian packages it needs itself;
-# 6. prints the wall time of each command, the disk used by target/ and
+# 6. prints the wall time of each command (and the CPU time it used, which
+#    a busy machine inflates less), the disk used by target/ and
 #    by the whole chroot, and the load average sampled every 30 s (the
 #    machine may be shared: the figures say how busy it was).
 #
@@ -63,14 +64,20 @@ http_status() {
   ) 2> /dev/null
 }
 
+# The CPU seconds (user and system) of this shell's finished children so
+# far: what a command used, whatever else the machine was doing.
+cpu_seconds() {
+  awk -v tick="$(getconf CLK_TCK)" '{ printf "%d\n", ($16 + $17) / tick }' "/proc/$$/stat"
+}
+
 in_chroot() {
   cd /root/items-service
-  local start status elapsed pid answer
+  local start status elapsed pid answer cpu
   echo "== bare Debian $(cat /etc/debian_version), $(nproc) cores, $(rustc --version)"
   echo "== load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
   echo "== the README's run command: cargo run --release -p items-app"
-  start=$SECONDS
+  start=$SECONDS cpu=$(cpu_seconds)
   cargo run --release -p items-app > /root/run.log 2>&1 &
   pid=$!
   until answer=$(http_status /items) && [[ -n $answer ]]; do
@@ -90,18 +97,18 @@ in_chroot() {
   if wait "$pid"; then status=0; else status=$?; fi
   echo "SIGTERM: exit status $status"
   ((status == 0)) || { tail -n 20 /root/run.log >&2; return 1; }
-  echo "RUN first answer ${elapsed} s; target/ $(du -sh target | cut -f1), target/release $(du -sh target/release | cut -f1); load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "RUN first answer ${elapsed} s (CPU $(($(cpu_seconds) - cpu)) s); target/ $(du -sh target | cut -f1), target/release $(du -sh target/release | cut -f1); load $(cut -d' ' -f1-3 /proc/loadavg)"
 
   # The test command's figures are a fresh clone's: its own build, its own
   # crate downloads.
   rm -rf target "$HOME/.cargo/registry" "$HOME/.cargo/git"
 
   echo "== the README's test command: bash scripts/test.sh (log: /root/test.log)"
-  start=$SECONDS
+  start=$SECONDS cpu=$(cpu_seconds)
   if bash scripts/test.sh > /root/test.log 2>&1; then status=0; else status=$?; fi
   elapsed=$((SECONDS - start))
   tail -n 30 /root/test.log
-  echo "TEST exit $status after $((elapsed / 60)) min $((elapsed % 60)) s; target/ $(du -sh target | cut -f1); load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "TEST exit $status after $((elapsed / 60)) min $((elapsed % 60)) s (CPU $(($(cpu_seconds) - cpu)) s); target/ $(du -sh target | cut -f1); load $(cut -d' ' -f1-3 /proc/loadavg)"
   return "$status"
 }
 
@@ -237,7 +244,7 @@ cp "$resolv" "$root/etc/resolv.conf"
 # apt over https, pip and npm cannot reach their registries from here).
 if compgen -G '/usr/local/share/ca-certificates/*.crt' > /dev/null; then
   cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
-  chroot "$root" update-ca-certificates > /dev/null
+  chroot "$root" update-ca-certificates > /dev/null 2>&1
   echo "   this machine's own certificate authorities added: $(cd /usr/local/share/ca-certificates && echo *.crt)"
 fi
 
