@@ -124,8 +124,22 @@ impl Client {
         stream
     }
 
+    /// Sends `request`; a GET or HEAD is sent once more when its first send
+    /// fails, as any client does: a kept-alive connection the service
+    /// closed while idle (after a failover's or a restart's wait) fails the
+    /// next request put on it with an incomplete message. Writes are never
+    /// sent twice.
     async fn send(&self, request: RequestBuilder) -> Response {
-        request.send().await.expect("the service answers")
+        let request = request.build().expect("a well-formed request");
+        let safe = matches!(*request.method(), Method::GET | Method::HEAD);
+        let again = request.try_clone().filter(|_| safe);
+        match (self.http.execute(request).await, again) {
+            (Ok(response), _) => response,
+            (Err(error), Some(again)) if error.is_request() => {
+                self.http.execute(again).await.expect("the service answers")
+            }
+            (Err(error), _) => panic!("the service answers: {error:?}"),
+        }
     }
 }
 
