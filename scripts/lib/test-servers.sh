@@ -30,9 +30,37 @@ ensure_test_servers() {
       "pg_ctlcluster --skip-systemctl-redirect \$(ls /etc/postgresql) main start" \
       start_own_postgres || return 1
   fi
+  check_postgres_login "$1" || return 1
   ensure_server Redis 6379 "needed by the rate-limit and fleet tests" \
     "redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no" \
     start_own_redis
+}
+
+# `check_postgres_login DATABASE_URL`: returns 0 when PostgreSQL lets the
+# tests log in with DATABASE_URL; 1, saying why not and what to do, when it
+# answers but refuses them. The likely cause is Debian's own cluster: on a
+# machine running systemd, installing postgresql-15 makes and starts
+# cluster 15/main on 5432, whose TCP clients must give a password. Failing
+# here, in one paragraph, beats some hundred tests failing one by one; the
+# suite does not stop that cluster itself, since it may hold someone's data.
+check_postgres_login() {
+  local refusal
+  refusal="$(postgres_login_error "$1")" && return 0
+  echo "PostgreSQL refuses the tests' login, TEST_DATABASE_URL=$1: $refusal" >&2
+  echo "On Debian, installing postgresql-15 makes and starts a cluster of its own (pg_lsclusters lists it) that asks TCP clients for a password." >&2
+  echo "Either give TEST_DATABASE_URL a user and password that server accepts, or stop that cluster (pg_ctlcluster 15 main stop; systemctl disable postgresql keeps it stopped) and the suite starts a throwaway one with trust authentication." >&2
+  return 1
+}
+
+# `postgres_login_error DATABASE_URL`: psql logs in and runs `select 1`;
+# on failure prints psql's error and returns 1. Returns 0 when psql is not
+# installed (with --no-install): the tests then say what fails themselves.
+postgres_login_error() {
+  command -v psql > /dev/null || return 0
+  local error
+  error="$(PGCONNECT_TIMEOUT=10 psql -X -Atq -d "$1" -c 'select 1' 2>&1 > /dev/null)" && return 0
+  echo "${error//$'\n'/ }"
+  return 1
 }
 
 # `ensure_server NAME PORT WHY HOW START`: nothing when PORT answers; else

@@ -4,7 +4,8 @@
 # starting a server: nothing is started. A server that answers is used; a
 # missing one is started by the suite, except under
 # ITEMS_REQUIRE_MACHINE_SERVICES=1 (CI), which must stop loudly instead;
-# a TEST_DATABASE_URL elsewhere leaves 127.0.0.1:5432 alone.
+# a TEST_DATABASE_URL elsewhere leaves 127.0.0.1:5432 alone; a PostgreSQL
+# that refuses the tests' login stops the suite, saying why.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -20,14 +21,20 @@ check() { # description, command...
 
 LOCAL_URL=postgres://postgres@127.0.0.1:5432/postgres
 
-# `run UP REQUIRE URL`: ensure_test_servers URL with the ports in UP
-# answering and ITEMS_REQUIRE_MACHINE_SERVICES=REQUIRE; its output and the
+# `run UP REQUIRE URL [LOGIN]`: ensure_test_servers URL with the ports in UP
+# answering, ITEMS_REQUIRE_MACHINE_SERVICES=REQUIRE and PostgreSQL
+# accepting the tests' login unless LOGIN is `refused`; its output and the
 # stand-ins' `started NAME` lines in $scratch/out, its status in $status.
 run() {
-  local up=$1 require=$2 url=$3
+  local up=$1 require=$2 url=$3 login=${4:-accepted}
   if (
     source scripts/lib/test-servers.sh
     answers() { [[ " $up " == *" $1 "* ]]; }
+    postgres_login_error() {
+      [[ $login == accepted ]] && return 0
+      echo 'FATAL:  password authentication failed for user "postgres"'
+      return 1
+    }
     start_own_postgres() { echo "started postgres"; }
     start_own_redis() { echo "started redis"; }
     ITEMS_REQUIRE_MACHINE_SERVICES=$require ensure_test_servers "$url"
@@ -74,6 +81,25 @@ run "6379" 1 postgres://postgres@db.example:5432/postgres
 check "TEST_DATABASE_URL elsewhere: 127.0.0.1:5432 not needed, even in CI" quiet_success
 run "" 0 postgres://postgres@db.example:5432/postgres
 check "TEST_DATABASE_URL elsewhere: only Redis started" eval 'started redis && not_started postgres'
+
+run "5432 6379" 0 "$LOCAL_URL" refused
+check "a PostgreSQL that refuses the login: exit 1" test "$status" -eq 1
+check "a PostgreSQL that refuses the login: says why, in psql's words" said "refuses the tests' login, TEST_DATABASE_URL=$LOCAL_URL: FATAL:  password authentication failed"
+check "a PostgreSQL that refuses the login: names Debian's own cluster and how to stop it" said "pg_ctlcluster 15 main stop"
+check "a PostgreSQL that refuses the login: starts nothing" not_started ""
+
+# The real probe, against a port where nothing listens: psql's error is
+# passed on, on one line.
+if command -v psql > /dev/null; then
+  if error="$(source scripts/lib/test-servers.sh; postgres_login_error postgres://postgres@127.0.0.1:1/postgres)"; then
+    status=0
+  else
+    status=$?
+  fi
+  check "postgres_login_error on a closed port: exit 1" test "$status" -eq 1
+  check "postgres_login_error on a closed port: psql's error, on one line" \
+    eval '[[ $(wc -l <<< "$error") == 1 && $error == *127.0.0.1* ]]'
+fi
 
 # Nothing started, nothing to stop.
 if (source scripts/lib/test-servers.sh; stop_test_servers) > "$scratch/out" 2>&1; then status=0; else status=$?; fi
