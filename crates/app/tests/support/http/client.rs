@@ -3,6 +3,13 @@
 use reqwest::{Method, RequestBuilder, Response};
 use serde_json::Value;
 
+/// How long an idle pooled connection is kept: well under the service's
+/// 5 s keep-alive. A connection kept longer could be put to use just as
+/// the service closes it, and a write sent on it fails with an incomplete
+/// message (under load the window is wide enough to hit); writes are never
+/// sent twice, so the client must not offer the service's side of that race.
+const POOL_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A client of the service at `http://127.0.0.1:<port>`: a [`TestApp`](super::TestApp)'s,
 /// or a process an end-to-end test started. Each request helper panics when
 /// no answer comes, which fails the test.
@@ -21,7 +28,10 @@ impl Client {
         Self {
             address: format!("http://127.0.0.1:{port}"),
             port,
-            http: reqwest::Client::new(),
+            http: reqwest::Client::builder()
+                .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                .build()
+                .expect("a client with default TLS settings builds"),
         }
     }
 
