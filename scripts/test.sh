@@ -30,29 +30,42 @@ bash scripts/install-test-deps.sh
 
 export TEST_DATABASE_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
+# Each step's wall time, said when the suite ends however it ends (CI's
+# budget is the whole run's); then the throwaway servers, if any, stop.
+STEPS=()
+timed() {
+  local start=$SECONDS
+  "$@"
+  STEPS+=("$(printf '%5d s  %s' $((SECONDS - start)) "$*")")
+}
+on_exit() {
+  ((${#STEPS[@]} == 0)) || printf 'test.sh: %s\n' "${STEPS[@]}"
+  stop_test_servers
+}
+
 source scripts/lib/test-servers.sh
-trap stop_test_servers EXIT
+trap on_exit EXIT
 ensure_test_servers "$TEST_DATABASE_URL"
 
 # The slowloris tests hold 500 connections at both ends in one process: lift
 # the soft descriptor limit (often 1024) to the hard one.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-cargo test --workspace
+timed cargo test --workspace
 
 # The README's examples, run as written against the binary; the scripts'
 # own logic (cheap: no build); the systemd unit, verified offline with the
 # built binary; then the live binary against its own OpenAPI document
 # (property-based), its rules under Prometheus, its API page and its change
 # feed in Chromium, and behind Patroni through a switchover and a failover.
-bash scripts/readme-examples.sh
-bash scripts/tests/schemathesis-script.sh
-bash scripts/tests/install-test-deps.sh
-bash scripts/tests/test-servers.sh
-bash scripts/tests/systemd-unit.sh
-bash scripts/schemathesis.sh
+timed bash scripts/readme-examples.sh
+timed bash scripts/tests/schemathesis-script.sh
+timed bash scripts/tests/install-test-deps.sh
+timed bash scripts/tests/test-servers.sh
+timed bash scripts/tests/systemd-unit.sh
+timed bash scripts/schemathesis.sh
 release_binary="$(source scripts/lib/service.sh && cargo_binary --release)"
-ITEMS_SERVICE_BIN="$release_binary" bash scripts/tests/prometheus-rules.sh
-ITEMS_SERVICE_BIN="$release_binary" bash scripts/tests/api-docs-browser.sh
-ITEMS_SERVICE_BIN="$release_binary" bash scripts/tests/change-feed-browser.sh
-ITEMS_SERVICE_BIN="$release_binary" bash scripts/tests/patroni-failover.sh
+ITEMS_SERVICE_BIN="$release_binary" timed bash scripts/tests/prometheus-rules.sh
+ITEMS_SERVICE_BIN="$release_binary" timed bash scripts/tests/api-docs-browser.sh
+ITEMS_SERVICE_BIN="$release_binary" timed bash scripts/tests/change-feed-browser.sh
+ITEMS_SERVICE_BIN="$release_binary" timed bash scripts/tests/patroni-failover.sh
