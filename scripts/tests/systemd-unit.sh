@@ -19,7 +19,8 @@ command -v systemd-analyze >/dev/null || {
 
 unit=deploy/items-service.service
 env_file=deploy/items-service.env
-binary="$(cargo_binary)"
+# The release build the README's examples made (any build would do).
+binary="$(cargo_binary --release)"
 [[ -x "$binary" ]] || { echo "$(basename "$0"): cargo named no items-service binary" >&2; exit 1; }
 
 scratch="$(mktemp -d)"
