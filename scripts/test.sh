@@ -64,8 +64,11 @@ timed bash scripts/tests/install-test-deps.sh
 timed bash scripts/tests/test-servers.sh
 timed bash scripts/tests/systemd-unit.sh
 timed bash scripts/schemathesis.sh
-release_binary="$(source scripts/lib/service.sh && cargo_binary --release)"
-ITEMS_SERVICE_BIN="$release_binary" timed bash scripts/tests/prometheus-rules.sh
-ITEMS_SERVICE_BIN="$release_binary" timed bash scripts/tests/api-docs-browser.sh
-ITEMS_SERVICE_BIN="$release_binary" timed bash scripts/tests/change-feed-browser.sh
-ITEMS_SERVICE_BIN="$release_binary" timed bash scripts/tests/patroni-failover.sh
+# The scripts below run the binary ITEMS_SERVICE_BIN names: the release
+# build the README's examples made, at the path cargo reports.
+ITEMS_SERVICE_BIN="$(source scripts/lib/service.sh && cargo_binary --release)"
+export ITEMS_SERVICE_BIN
+timed bash scripts/tests/prometheus-rules.sh
+timed bash scripts/tests/api-docs-browser.sh
+timed bash scripts/tests/change-feed-browser.sh
+timed bash scripts/tests/patroni-failover.sh
